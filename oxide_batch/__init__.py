@@ -1,0 +1,1 @@
+"""oxide_batch: the durable job repository and operator console of a batch framework."""

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class OxideBatchConfig(AppConfig):
+    name = "oxide_batch"
+    verbose_name = "Batch metadata"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from oxide_batch import checks  # noqa: F401  (registers the schema check)

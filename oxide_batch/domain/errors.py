@@ -1,0 +1,821 @@
+"""One typed error hierarchy for the whole product.
+
+Every error carries a stable snake_case ``code`` (the seed variant's name) and
+structured fields; HTTP statuses, admin messages and command exit codes are
+mapped from the class at the edges, each in one place. Messages follow the
+seed's wording and never contain parameter values, payloads or tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from oxide_batch.domain.status import BatchStatus
+
+
+@dataclass(eq=False)
+class OxideBatchError(Exception):
+    """Base of every error the domain, repository and services raise."""
+
+    code: ClassVar[str] = "oxide_batch_error"
+
+    def __post_init__(self) -> None:
+        Exception.__init__(self, self.message)
+
+    @property
+    def message(self) -> str:
+        return self.code.replace("_", " ")
+
+    def __str__(self) -> str:
+        return self.message
+
+    def details(self) -> dict[str, Any]:
+        """The structured fields, JSON-ready (enums as their durable codes)."""
+        return {
+            field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+# --------------------------------------------------------------------------- domain
+
+
+class DomainError(OxideBatchError):
+    """A domain value could not be constructed (input-shaped)."""
+
+
+@dataclass(eq=False)
+class EmptyName(DomainError):
+    code: ClassVar[str] = "empty_name"
+    kind: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} must not be empty"
+
+
+@dataclass(eq=False)
+class NameTooLong(DomainError):
+    code: ClassVar[str] = "name_too_long"
+    kind: str
+    max_bytes: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} exceeds {self.max_bytes} UTF-8 bytes"
+
+
+@dataclass(eq=False)
+class NameHasSurroundingWhitespace(DomainError):
+    code: ClassVar[str] = "name_has_surrounding_whitespace"
+    kind: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} has surrounding whitespace"
+
+
+@dataclass(eq=False)
+class NameContainsControl(DomainError):
+    code: ClassVar[str] = "name_contains_control"
+    kind: str
+    character_index: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} contains a control character at index {self.character_index}"
+
+
+@dataclass(eq=False)
+class InvalidCharacters(DomainError):
+    """An operator string outside its character set (actor, reason code, operation id)."""
+
+    code: ClassVar[str] = "invalid_characters"
+    kind: str
+    allowed: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} may only contain {self.allowed}"
+
+
+@dataclass(eq=False)
+class ZeroIdentifier(DomainError):
+    code: ClassVar[str] = "zero_identifier"
+    kind: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} identifier must be positive"
+
+
+@dataclass(eq=False)
+class DuplicateParameter(DomainError):
+    code: ClassVar[str] = "duplicate_parameter"
+
+    @property
+    def message(self) -> str:
+        # The name is redacted: parameter names can be sensitive too.
+        return "job parameters contain a duplicate name"
+
+
+@dataclass(eq=False)
+class ParameterStringTooLong(DomainError):
+    code: ClassVar[str] = "parameter_string_too_long"
+    max_bytes: int
+
+    @property
+    def message(self) -> str:
+        return f"string parameter value exceeds {self.max_bytes} UTF-8 bytes"
+
+
+@dataclass(eq=False)
+class InvalidParameterValue(DomainError):
+    """A parameter value of the wrong type or out of its type's range."""
+
+    code: ClassVar[str] = "invalid_parameter_value"
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"invalid parameter value: {self.reason}"
+
+
+@dataclass(eq=False)
+class InvalidTimestampOrder(DomainError):
+    code: ClassVar[str] = "invalid_timestamp_order"
+
+    @property
+    def message(self) -> str:
+        return "execution timestamps must satisfy created <= started <= ended"
+
+
+@dataclass(eq=False)
+class ActiveExecutionHasEndTime(DomainError):
+    code: ClassVar[str] = "active_execution_has_end_time"
+
+    @property
+    def message(self) -> str:
+        return "an active or UNKNOWN execution cannot have an end time"
+
+
+@dataclass(eq=False)
+class FinishedExecutionMissingEndTime(DomainError):
+    code: ClassVar[str] = "finished_execution_missing_end_time"
+
+    @property
+    def message(self) -> str:
+        return "a finished execution requires an end time"
+
+
+@dataclass(eq=False)
+class FailedExecutionMissingFailure(DomainError):
+    code: ClassVar[str] = "failed_execution_missing_failure"
+
+    @property
+    def message(self) -> str:
+        return "a FAILED execution requires a failure summary"
+
+
+@dataclass(eq=False)
+class RecoveryRequestInvalid(DomainError):
+    """Seed ``RecoveryRequestError``: one class per variant below, sharing ``field``."""
+
+    field: str
+
+
+@dataclass(eq=False)
+class RecoveryFieldEmpty(RecoveryRequestInvalid):
+    code: ClassVar[str] = "recovery_field_empty"
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} must not be empty"
+
+
+@dataclass(eq=False)
+class RecoveryFieldTooLong(RecoveryRequestInvalid):
+    code: ClassVar[str] = "recovery_field_too_long"
+    max_bytes: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} exceeds {self.max_bytes} bytes"
+
+
+@dataclass(eq=False)
+class RecoveryFieldSurroundingWhitespace(RecoveryRequestInvalid):
+    code: ClassVar[str] = "recovery_field_surrounding_whitespace"
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} has surrounding whitespace"
+
+
+@dataclass(eq=False)
+class RecoveryFieldControlCharacter(RecoveryRequestInvalid):
+    code: ClassVar[str] = "recovery_field_control_character"
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} contains a control character"
+
+
+# ------------------------------------------------------------------------ lifecycle
+
+
+class LifecycleError(OxideBatchError):
+    """A lifecycle or optimistic-version rule rejected an update."""
+
+
+@dataclass(eq=False)
+class StaleVersion(LifecycleError):
+    code: ClassVar[str] = "stale_version"
+    expected: int
+    actual: int
+
+    @property
+    def message(self) -> str:
+        return f"expected version {self.expected} but the current version is {self.actual}"
+
+
+@dataclass(eq=False)
+class IllegalTransition(LifecycleError):
+    code: ClassVar[str] = "illegal_transition"
+    from_status: BatchStatus
+    to_status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"transition from {self.from_status.value} to {self.to_status.value} is not allowed"
+
+
+@dataclass(eq=False)
+class RestartRequiresNewAttempt(LifecycleError):
+    code: ClassVar[str] = "restart_requires_new_attempt"
+    from_status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"a {self.from_status.value} execution restarts only as a new attempt"
+
+
+@dataclass(eq=False)
+class NotRestartable(LifecycleError):
+    code: ClassVar[str] = "not_restartable"
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"an execution in {self.status.value} cannot be restarted"
+
+
+@dataclass(eq=False)
+class FailedTransitionMissingFailure(LifecycleError):
+    code: ClassVar[str] = "failed_transition_missing_failure"
+
+    @property
+    def message(self) -> str:
+        return "a transition to FAILED requires a failure summary"
+
+
+@dataclass(eq=False)
+class InvalidTransitionTime(LifecycleError):
+    code: ClassVar[str] = "invalid_transition_time"
+
+    @property
+    def message(self) -> str:
+        return "the transition instant precedes the execution's start, creation or end"
+
+
+@dataclass(eq=False)
+class CountExhausted(LifecycleError):
+    code: ClassVar[str] = "count_exhausted"
+
+    @property
+    def message(self) -> str:
+        return "an execution counter would exceed 2^63-1"
+
+
+@dataclass(eq=False)
+class VersionExhausted(LifecycleError):
+    code: ClassVar[str] = "version_exhausted"
+    version: int
+
+    @property
+    def message(self) -> str:
+        return f"execution version {self.version} cannot be incremented"
+
+
+@dataclass(eq=False)
+class AttemptIdentifierReused(LifecycleError):
+    code: ClassVar[str] = "attempt_identifier_reused"
+
+    @property
+    def message(self) -> str:
+        return "a restart attempt must not reuse the prior attempt's identifier"
+
+
+# ----------------------------------------------------------------------- repository
+
+
+class RepositoryError(OxideBatchError):
+    """A stable repository failure, independent of the database."""
+
+
+class NotFound(RepositoryError):
+    """A referenced row does not exist."""
+
+
+@dataclass(eq=False)
+class SchemaUninitialized(RepositoryError):
+    code: ClassVar[str] = "schema_uninitialized"
+
+    @property
+    def message(self) -> str:
+        return "metadata schema is not initialized"
+
+
+@dataclass(eq=False)
+class MigrationRequired(RepositoryError):
+    code: ClassVar[str] = "migration_required"
+    current: int
+    supported: int
+
+    @property
+    def message(self) -> str:
+        return f"metadata schema version {self.current} requires migration to {self.supported}"
+
+
+@dataclass(eq=False)
+class NewerSchema(RepositoryError):
+    code: ClassVar[str] = "newer_schema"
+    current: int
+    supported: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"metadata schema version {self.current} is newer than "
+            f"supported version {self.supported}"
+        )
+
+
+@dataclass(eq=False)
+class IdentifierOutOfRange(RepositoryError):
+    code: ClassVar[str] = "identifier_out_of_range"
+    kind: str
+    value: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} identifier {self.value} exceeds PostgreSQL bigint"
+
+
+@dataclass(eq=False)
+class JobInstanceNotFound(NotFound):
+    code: ClassVar[str] = "job_instance_not_found"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"job instance {self.id} was not found"
+
+
+@dataclass(eq=False)
+class JobExecutionNotFound(NotFound):
+    code: ClassVar[str] = "job_execution_not_found"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"job execution {self.id} was not found"
+
+
+@dataclass(eq=False)
+class StepExecutionNotFound(NotFound):
+    code: ClassVar[str] = "step_execution_not_found"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"step execution {self.id} was not found"
+
+
+@dataclass(eq=False)
+class StepPartitionNotFound(NotFound):
+    code: ClassVar[str] = "step_partition_not_found"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"step partition {self.id} was not found"
+
+
+@dataclass(eq=False)
+class EmptyPartitionPlan(RepositoryError):
+    code: ClassVar[str] = "empty_partition_plan"
+
+    @property
+    def message(self) -> str:
+        return "partition plan must contain at least one entry"
+
+
+@dataclass(eq=False)
+class PartitionPlanTooLarge(RepositoryError):
+    code: ClassVar[str] = "partition_plan_too_large"
+    max: int
+
+    @property
+    def message(self) -> str:
+        return f"partition plan exceeds {self.max} entries"
+
+
+@dataclass(eq=False)
+class DuplicatePartitionKey(RepositoryError):
+    code: ClassVar[str] = "duplicate_partition_key"
+
+    @property
+    def message(self) -> str:
+        return "partition plan contains a duplicate key"
+
+
+@dataclass(eq=False)
+class PartitionPlanExists(RepositoryError):
+    code: ClassVar[str] = "partition_plan_exists"
+    step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return f"step execution {self.step_execution_id} already has a partition plan"
+
+
+@dataclass(eq=False)
+class PartitionPlanNotCommitted(RepositoryError):
+    code: ClassVar[str] = "partition_plan_not_committed"
+    step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"step execution {self.step_execution_id} partition plan must commit before assignment"
+        )
+
+
+@dataclass(eq=False)
+class PartitionUpdateNotAllowed(RepositoryError):
+    code: ClassVar[str] = "partition_update_not_allowed"
+    id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"step partition {self.id} cannot be updated from {self.status.value}"
+
+
+@dataclass(eq=False)
+class PartitionWorkerMismatch(RepositoryError):
+    code: ClassVar[str] = "partition_worker_mismatch"
+    partition_id: int
+    worker_step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"worker step execution {self.worker_step_execution_id} does not belong to "
+            f"partition {self.partition_id}"
+        )
+
+
+@dataclass(eq=False)
+class PartitionWorkerAlreadyAssigned(RepositoryError):
+    code: ClassVar[str] = "partition_worker_already_assigned"
+    worker_step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"worker step execution {self.worker_step_execution_id} is already assigned "
+            "to a partition"
+        )
+
+
+@dataclass(eq=False)
+class PartitionWorkerStale(RepositoryError):
+    code: ClassVar[str] = "partition_worker_stale"
+    partition_id: int
+    worker_step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"worker step execution {self.worker_step_execution_id} is not the current "
+            f"worker for partition {self.partition_id}"
+        )
+
+
+@dataclass(eq=False)
+class PartitionParentNotActive(RepositoryError):
+    code: ClassVar[str] = "partition_parent_not_active"
+    step_execution_id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return (
+            f"partition parent step execution {self.step_execution_id} cannot mutate "
+            f"children from {self.status.value}"
+        )
+
+
+@dataclass(eq=False)
+class PartitionAggregationIncomplete(RepositoryError):
+    code: ClassVar[str] = "partition_aggregation_incomplete"
+    step_execution_id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return (
+            f"step execution {self.step_execution_id} cannot aggregate a child "
+            f"in {self.status.value}"
+        )
+
+
+@dataclass(eq=False)
+class PartitionStateCorrupt(RepositoryError):
+    code: ClassVar[str] = "partition_state_corrupt"
+
+    @property
+    def message(self) -> str:
+        return "durable partition state is unusable and no work may begin"
+
+
+@dataclass(eq=False)
+class DuplicateIdentifier(RepositoryError):
+    code: ClassVar[str] = "duplicate_identifier"
+    kind: str
+    value: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} identifier {self.value} already exists"
+
+
+@dataclass(eq=False)
+class CompletedInstance(RepositoryError):
+    code: ClassVar[str] = "completed_instance"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"job instance {self.id} is already completed"
+
+
+@dataclass(eq=False)
+class AbandonedInstance(RepositoryError):
+    code: ClassVar[str] = "abandoned_instance"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"job instance {self.id} is abandoned"
+
+
+@dataclass(eq=False)
+class ExecutionAlreadyActive(RepositoryError):
+    code: ClassVar[str] = "execution_already_active"
+    instance_id: int
+    execution_id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return (
+            f"job instance {self.instance_id} already has execution {self.execution_id} "
+            f"in {self.status.value}"
+        )
+
+
+@dataclass(eq=False)
+class DefinitionDrift(RepositoryError):
+    code: ClassVar[str] = "definition_drift"
+    job_name: str
+    revision: str
+
+    @property
+    def message(self) -> str:
+        return f"job {self.job_name} definition revision {self.revision} has drifted"
+
+
+@dataclass(eq=False)
+class DefinitionJobMismatch(RepositoryError):
+    code: ClassVar[str] = "definition_job_mismatch"
+    expected: str
+    actual: str
+
+    @property
+    def message(self) -> str:
+        return f"definition for job {self.actual} cannot be used for job {self.expected}"
+
+
+@dataclass(eq=False)
+class IncompatibleDefinition(RepositoryError):
+    code: ClassVar[str] = "incompatible_definition"
+    instance_id: int
+
+    @property
+    def message(self) -> str:
+        return f"job instance {self.instance_id} has no direct compatible definition"
+
+
+@dataclass(eq=False)
+class UnsupportedManifestVersion(RepositoryError):
+    code: ClassVar[str] = "unsupported_manifest_version"
+    format: int
+
+    @property
+    def message(self) -> str:
+        return f"definition manifest format {self.format} is unsupported"
+
+
+@dataclass(eq=False)
+class InvalidDefinitionUpgrade(RepositoryError):
+    code: ClassVar[str] = "invalid_definition_upgrade"
+    execution_id: int
+
+    @property
+    def message(self) -> str:
+        return f"definition upgrade for execution {self.execution_id} is incomplete"
+
+
+@dataclass(eq=False)
+class DefinitionUpgradeConflict(RepositoryError):
+    code: ClassVar[str] = "definition_upgrade_conflict"
+    job_name: str
+
+    @property
+    def message(self) -> str:
+        return f"job {self.job_name} definition upgrade conflicts"
+
+
+@dataclass(eq=False)
+class RestartStateNotFound(RepositoryError):
+    code: ClassVar[str] = "restart_state_not_found"
+    execution_id: int
+    step_name: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"restart execution {self.execution_id} has no durable source "
+            f"for step {self.step_name}"
+        )
+
+
+@dataclass(eq=False)
+class FaultStateCorrupt(RepositoryError):
+    code: ClassVar[str] = "fault_state_corrupt"
+
+    @property
+    def message(self) -> str:
+        return "durable fault state is unusable and no work may begin"
+
+
+@dataclass(eq=False)
+class StartLimitExceeded(RepositoryError):
+    code: ClassVar[str] = "start_limit_exceeded"
+    instance_id: int
+    node_id: str
+    limit: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"job instance {self.instance_id} exhausted start limit {self.limit} "
+            f"for node {self.node_id}"
+        )
+
+
+@dataclass(eq=False)
+class FlowStateCorrupt(RepositoryError):
+    code: ClassVar[str] = "flow_state_corrupt"
+
+    @property
+    def message(self) -> str:
+        return "durable flow history is unusable and no work may begin"
+
+
+@dataclass(eq=False)
+class RecoveryNotAllowed(RepositoryError):
+    code: ClassVar[str] = "recovery_not_allowed"
+    id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"job execution {self.id} in {self.status.value} cannot be recovered"
+
+
+@dataclass(eq=False)
+class ExecutionOwned(RepositoryError):
+    code: ClassVar[str] = "execution_owned"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"job execution {self.id} is owned by another process"
+
+
+@dataclass(eq=False)
+class ExecutionOwnershipNotAllowed(RepositoryError):
+    code: ClassVar[str] = "execution_ownership_not_allowed"
+    id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"job execution {self.id} in {self.status.value} cannot acquire process ownership"
+
+
+@dataclass(eq=False)
+class RetentionPlanStale(RepositoryError):
+    code: ClassVar[str] = "retention_plan_stale"
+
+    @property
+    def message(self) -> str:
+        return "the purge plan is stale and nothing was deleted"
+
+
+@dataclass(eq=False)
+class UnsupportedCapability(RepositoryError):
+    code: ClassVar[str] = "unsupported_capability"
+    capability: enum.Enum
+
+    @property
+    def message(self) -> str:
+        return f"the adapter does not support {self.capability.value}"
+
+
+@dataclass(eq=False)
+class StepExecutionExists(RepositoryError):
+    """SPEC §9: a repeated step name within one job execution."""
+
+    code: ClassVar[str] = "step_execution_exists"
+    job_execution_id: int
+    step_name: str
+
+    @property
+    def message(self) -> str:
+        return f"job execution {self.job_execution_id} already has step {self.step_name}"
+
+
+@dataclass(eq=False)
+class InvalidState(RepositoryError):
+    """SPEC §9: an operation on a row whose status does not allow it."""
+
+    code: ClassVar[str] = "invalid_state"
+    id: int
+    status: BatchStatus
+
+    @property
+    def message(self) -> str:
+        return f"execution {self.id} in {self.status.value} does not allow this operation"
+
+
+# ---------------------------------------------------------------- infrastructure
+
+
+@dataclass(eq=False)
+class ConcurrentModification(RepositoryError):
+    code: ClassVar[str] = "concurrent_modification"
+
+    @property
+    def message(self) -> str:
+        return "repository unit of work is based on a stale snapshot"
+
+
+@dataclass(eq=False)
+class CommitOutcomeUnknown(RepositoryError):
+    code: ClassVar[str] = "commit_outcome_unknown"
+
+    @property
+    def message(self) -> str:
+        return "commit outcome is unknown; inspect durable metadata before retrying"
+
+
+@dataclass(eq=False)
+class Unavailable(RepositoryError):
+    code: ClassVar[str] = "unavailable"
+
+    @property
+    def message(self) -> str:
+        return "repository is unavailable"

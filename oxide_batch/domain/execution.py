@@ -1,0 +1,194 @@
+"""Execution values: counts, timestamps, failures, metadata, and the execution records."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Self
+
+from oxide_batch.domain.errors import (
+    ActiveExecutionHasEndTime,
+    CountExhausted,
+    FailedExecutionMissingFailure,
+    FinishedExecutionMissingEndTime,
+    InvalidTimestampOrder,
+)
+from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.parameters import JobInstanceKey
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+MAX_COUNT = 2**63 - 1
+UNKNOWN_EXIT_CODE = "UNKNOWN"
+COUNT_FIELDS = ("read", "processed", "written", "filtered", "committed", "rolled_back")
+
+
+@dataclass(frozen=True)
+class ExecutionCounts:
+    """Durable item and chunk counters, each 0..2^63-1."""
+
+    read: int = 0
+    processed: int = 0
+    written: int = 0
+    filtered: int = 0
+    committed: int = 0
+    rolled_back: int = 0
+
+    def __post_init__(self) -> None:
+        for name in COUNT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"count {name} must be a non-negative int")
+            if value > MAX_COUNT:
+                raise CountExhausted()
+
+    def plus(self, delta: ExecutionCounts) -> ExecutionCounts:
+        """Add ``delta`` field by field; ``CountExhausted`` on overflow."""
+        return ExecutionCounts(
+            *(getattr(self, name) + getattr(delta, name) for name in COUNT_FIELDS)
+        )
+
+    def with_terminal_rollback(self) -> ExecutionCounts:
+        return dataclasses.replace(self, rolled_back=self.rolled_back + 1)
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in COUNT_FIELDS}
+
+
+@dataclass(frozen=True)
+class ExecutionTimestamps:
+    """created <= started <= ended (an end without a start is checked against creation)."""
+
+    created_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.started_at is not None and self.started_at < self.created_at:
+            raise InvalidTimestampOrder()
+        floor = self.started_at or self.created_at
+        if self.ended_at is not None and self.ended_at < floor:
+            raise InvalidTimestampOrder()
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """A redacted failure: a category and an opaque failure id — never free text."""
+
+    category: FailureCategory
+    failure_id: int
+
+    def __post_init__(self) -> None:
+        validate_identifier(IdentifierKind.FAILURE, self.failure_id)
+
+
+@dataclass(frozen=True)
+class ExecutionMetadata:
+    """Status, exit code, timestamps, counts and failure, with the seed's invariants.
+
+    Active or UNKNOWN ⇒ no end time; finished ⇒ an end time; FAILED ⇒ a failure.
+    """
+
+    status: BatchStatus
+    exit_code: str
+    timestamps: ExecutionTimestamps
+    counts: ExecutionCounts = ExecutionCounts()
+    failure: FailureSummary | None = None
+
+    def __post_init__(self) -> None:
+        validate_name(self.exit_code, NameKind.EXIT_CODE)
+        ended = self.timestamps.ended_at is not None
+        if self.status.is_unresolved and ended:
+            raise ActiveExecutionHasEndTime()
+        if self.status.is_finished and not ended:
+            raise FinishedExecutionMissingEndTime()
+        if self.status is BatchStatus.FAILED and self.failure is None:
+            raise FailedExecutionMissingFailure()
+
+    @classmethod
+    def starting(cls, created_at: datetime) -> ExecutionMetadata:
+        """A new attempt: STARTING, exit ``UNKNOWN``, zero counts."""
+        return cls(BatchStatus.STARTING, UNKNOWN_EXIT_CODE, ExecutionTimestamps(created_at))
+
+
+@dataclass(frozen=True)
+class JobInstance:
+    """One logical occurrence of a job: its name and identifying parameters."""
+
+    id: int
+    key: JobInstanceKey
+    created_at: datetime
+
+    @property
+    def job_name(self) -> str:
+        return self.key.job_name
+
+
+@dataclass(frozen=True)
+class JobInstanceSelection:
+    """The result of ``select_or_create_job_instance``."""
+
+    instance: JobInstance
+    created: bool
+
+
+@dataclass(frozen=True)
+class _Execution:
+    """What job and step executions share: metadata under an optimistic version."""
+
+    id: int
+    metadata: ExecutionMetadata
+    version: int
+    updated_at: datetime
+
+    @property
+    def status(self) -> BatchStatus:
+        return self.metadata.status
+
+    @property
+    def exit_code(self) -> str:
+        return self.metadata.exit_code
+
+    @property
+    def counts(self) -> ExecutionCounts:
+        return self.metadata.counts
+
+    @property
+    def failure(self) -> FailureSummary | None:
+        return self.metadata.failure
+
+    @property
+    def created_at(self) -> datetime:
+        return self.metadata.timestamps.created_at
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.metadata.timestamps.started_at
+
+    @property
+    def ended_at(self) -> datetime | None:
+        return self.metadata.timestamps.ended_at
+
+    def with_state(self, metadata: ExecutionMetadata, version: int, updated_at: datetime) -> Self:
+        return dataclasses.replace(self, metadata=metadata, version=version, updated_at=updated_at)
+
+
+@dataclass(frozen=True)
+class JobExecution(_Execution):
+    """One launch or restart attempt of a job instance."""
+
+    job_instance_id: int
+    job_name: str
+    attempt: int
+    restart_of_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StepExecution(_Execution):
+    """One attempt of a named step within a job execution."""
+
+    job_instance_id: int
+    job_execution_id: int
+    step_name: str
+    node_id: str

@@ -1,0 +1,54 @@
+"""Launch and restart rules (SPEC §2.2): when may an instance get a new attempt?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from oxide_batch.domain.errors import (
+    AbandonedInstance,
+    CompletedInstance,
+    ExecutionAlreadyActive,
+    InvalidTransitionTime,
+)
+from oxide_batch.domain.execution import ExecutionMetadata, JobExecution
+from oxide_batch.domain.lifecycle import validate_restart
+from oxide_batch.domain.status import BatchStatus
+
+
+@dataclass(frozen=True)
+class NewAttempt:
+    """What the repository inserts for a launch or restart."""
+
+    job_instance_id: int
+    attempt: int
+    restart_of_id: int | None
+    metadata: ExecutionMetadata
+
+
+def plan_new_attempt(
+    job_instance_id: int, latest: JobExecution | None, created_at: datetime
+) -> NewAttempt:
+    """Decide the next attempt of an instance from its latest attempt.
+
+    None → attempt 1. STOPPED or FAILED → attempt ``latest + 1`` restarting it.
+    COMPLETED → ``CompletedInstance``; ABANDONED → ``AbandonedInstance``;
+    STARTING/STARTED/STOPPING/UNKNOWN → ``ExecutionAlreadyActive``. A new attempt
+    may not be created before the prior one ended (``InvalidTransitionTime``).
+    """
+    metadata = ExecutionMetadata.starting(created_at)
+    if latest is None:
+        return NewAttempt(job_instance_id, 1, None, metadata)
+    status = latest.status
+    if status is BatchStatus.COMPLETED:
+        raise CompletedInstance(id=job_instance_id)
+    if status is BatchStatus.ABANDONED:
+        raise AbandonedInstance(id=job_instance_id)
+    if status.is_unresolved:
+        raise ExecutionAlreadyActive(
+            instance_id=job_instance_id, execution_id=latest.id, status=status
+        )
+    validate_restart(status)
+    if latest.ended_at is not None and created_at < latest.ended_at:
+        raise InvalidTransitionTime()
+    return NewAttempt(job_instance_id, latest.attempt + 1, latest.id, metadata)

@@ -1,0 +1,133 @@
+"""The lifecycle table (SPEC §2.1) and compare-and-swap transitions.
+
+Rules are data: ``LEGAL_TRANSITIONS`` is the table, and every check runs in
+the order the spec fixes — stale version, restart-in-place, illegal pair,
+missing failure, transition time, version exhaustion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from oxide_batch.domain.errors import (
+    FailedTransitionMissingFailure,
+    IllegalTransition,
+    InvalidTransitionTime,
+    NotRestartable,
+    RestartRequiresNewAttempt,
+    StaleVersion,
+    VersionExhausted,
+)
+from oxide_batch.domain.execution import ExecutionMetadata, ExecutionTimestamps, FailureSummary
+from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.status import BatchStatus
+
+S = BatchStatus
+INITIAL_VERSION = 0
+MAX_VERSION = 2**63 - 1
+
+LEGAL_TRANSITIONS: Mapping[BatchStatus, frozenset[BatchStatus]] = {
+    S.STARTING: frozenset({S.STARTED, S.STOPPING, S.FAILED, S.UNKNOWN}),
+    S.STARTED: frozenset({S.STOPPING, S.STOPPED, S.FAILED, S.COMPLETED, S.UNKNOWN}),
+    S.STOPPING: frozenset({S.STOPPED, S.FAILED, S.UNKNOWN}),
+    S.STOPPED: frozenset({S.ABANDONED}),
+    S.FAILED: frozenset({S.ABANDONED}),
+    S.UNKNOWN: frozenset({S.FAILED, S.ABANDONED}),
+    S.COMPLETED: frozenset(),
+    S.ABANDONED: frozenset(),
+}
+RESTARTABLE = frozenset({S.STOPPED, S.FAILED})
+
+
+@dataclass(frozen=True)
+class LifecycleTransition:
+    """A requested move to ``target``.
+
+    ``at`` is the transition instant; a repository stamps its own clock when it
+    is ``None``. ``terminal_rollback`` adds one to ``rolled_back``.
+    """
+
+    target: BatchStatus
+    failure: FailureSummary | None = None
+    terminal_rollback: bool = False
+    at: datetime | None = None
+
+    def stamped(self, at: datetime) -> LifecycleTransition:
+        return self if self.at is not None else dataclasses.replace(self, at=at)
+
+
+def validate_expected_version(expected: int, actual: int) -> None:
+    if expected != actual:
+        raise StaleVersion(expected=expected, actual=actual)
+
+
+def validate_transition(current: BatchStatus, target: BatchStatus) -> None:
+    """Refuse a pair the table does not mark legal."""
+    if target is S.STARTING and current in RESTARTABLE:
+        raise RestartRequiresNewAttempt(from_status=current)
+    if target not in LEGAL_TRANSITIONS[current]:
+        raise IllegalTransition(from_status=current, to_status=target)
+
+
+def validate_restart(status: BatchStatus) -> None:
+    """Only STOPPED and FAILED attempts may be followed by a new attempt."""
+    if status not in RESTARTABLE:
+        raise NotRestartable(status=status)
+
+
+def next_version(version: int) -> int:
+    if version >= MAX_VERSION:
+        raise VersionExhausted(version=version)
+    return version + 1
+
+
+def transition_metadata(
+    metadata: ExecutionMetadata, transition: LifecycleTransition
+) -> ExecutionMetadata:
+    """Apply one legal transition; the exit code never changes."""
+    validate_transition(metadata.status, transition.target)
+    if transition.target is S.FAILED and transition.failure is None and metadata.failure is None:
+        raise FailedTransitionMissingFailure()
+    at = transition.at
+    if at is None:
+        raise ValueError("a transition must be stamped before it is applied")
+    current = metadata.timestamps
+    floor = current.started_at or current.created_at
+    if at < floor or (current.ended_at is not None and at < current.ended_at):
+        raise InvalidTransitionTime()
+    started_at = at if transition.target is S.STARTED else current.started_at
+    ended_at = (current.ended_at or at) if transition.target.is_finished else None
+    counts = metadata.counts.with_terminal_rollback() if transition.terminal_rollback else (
+        metadata.counts
+    )
+    return ExecutionMetadata(
+        status=transition.target,
+        exit_code=metadata.exit_code,
+        timestamps=ExecutionTimestamps(current.created_at, started_at, ended_at),
+        counts=counts,
+        failure=transition.failure or metadata.failure,
+    )
+
+
+def compare_and_transition(
+    metadata: ExecutionMetadata,
+    version: int,
+    expected_version: int,
+    transition: LifecycleTransition,
+) -> tuple[ExecutionMetadata, int]:
+    """The whole CAS: version check first, then the rule, then the version bump."""
+    validate_expected_version(expected_version, version)
+    updated = transition_metadata(metadata, transition)
+    return updated, next_version(version)
+
+
+def compare_and_enrich(
+    metadata: ExecutionMetadata, version: int, expected_version: int, exit_code: str
+) -> tuple[ExecutionMetadata, int]:
+    """Exit-status enrichment: its own CAS that never changes status."""
+    validate_expected_version(expected_version, version)
+    validate_name(exit_code, NameKind.EXIT_CODE)
+    return dataclasses.replace(metadata, exit_code=exit_code), next_version(version)

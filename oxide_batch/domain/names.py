@@ -1,0 +1,96 @@
+"""Validated names and operator strings.
+
+Names are compared byte for byte: nothing here normalises Unicode.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from oxide_batch.domain.errors import (
+    EmptyName,
+    InvalidCharacters,
+    NameContainsControl,
+    NameHasSurroundingWhitespace,
+    NameTooLong,
+)
+
+
+class NameKind(enum.Enum):
+    """What a name names, with its UTF-8 byte limit."""
+
+    JOB = ("job name", 128)
+    STEP = ("step name", 128)
+    PARAMETER = ("parameter name", 128)
+    EXIT_CODE = ("exit code", 64)
+    NODE = ("node id", 128)
+    REVISION = ("definition revision", 128)
+
+    def __init__(self, label: str, max_bytes: int) -> None:
+        self.label = label
+        self.max_bytes = max_bytes
+
+
+def is_control(character: str) -> bool:
+    """Unicode general category Cc (what Rust's ``char::is_control`` means)."""
+    code = ord(character)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def validate_name(value: str, kind: NameKind) -> str:
+    """Return ``value`` if it is a valid name of ``kind``.
+
+    Checked in the seed's order: empty, byte length, surrounding whitespace,
+    control characters (reported by index, never by value).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{kind.label} must be a str")
+    if not value:
+        raise EmptyName(kind=kind.label)
+    if len(value.encode("utf-8")) > kind.max_bytes:
+        raise NameTooLong(kind=kind.label, max_bytes=kind.max_bytes)
+    if value.strip() != value:
+        raise NameHasSurroundingWhitespace(kind=kind.label)
+    for index, character in enumerate(value):
+        if is_control(character):
+            raise NameContainsControl(kind=kind.label, character_index=index)
+    return value
+
+
+class OperatorStringKind(enum.Enum):
+    """Operator strings: their byte limit and character set."""
+
+    ACTOR = ("actor", 128, r"[A-Za-z0-9._:@-]+", "A-Z a-z 0-9 . _ : @ -")
+    REASON_CODE = ("reason code", 64, r"[A-Z0-9_]+", "A-Z 0-9 _")
+    OPERATION_ID = ("operation id", 64, r"[A-Za-z0-9._:-]+", "A-Z a-z 0-9 . _ : -")
+
+    def __init__(self, label: str, max_bytes: int, pattern: str, allowed: str) -> None:
+        self.label = label
+        self.max_bytes = max_bytes
+        self.pattern = re.compile(pattern)
+        self.allowed = allowed
+
+
+def validate_operator_string(value: str, kind: OperatorStringKind) -> str:
+    """Return ``value`` if it is 1..max bytes of the kind's character set."""
+    if not isinstance(value, str):
+        raise TypeError(f"{kind.label} must be a str")
+    if not value:
+        raise EmptyName(kind=kind.label)
+    if len(value.encode("utf-8")) > kind.max_bytes:
+        raise NameTooLong(kind=kind.label, max_bytes=kind.max_bytes)
+    if kind.pattern.fullmatch(value) is None:
+        raise InvalidCharacters(kind=kind.label, allowed=kind.allowed)
+    return value
+
+
+OWNER_TOKEN_BYTES = 16
+_OWNER_TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
+def parse_owner_token(text: str) -> bytes:
+    """An owner token: exactly 16 bytes written as 32 lowercase hex characters."""
+    if not isinstance(text, str) or _OWNER_TOKEN.fullmatch(text) is None:
+        raise InvalidCharacters(kind="owner token", allowed="exactly 32 lowercase hex characters")
+    return bytes.fromhex(text)

@@ -1,0 +1,184 @@
+"""Audited recovery of orphaned or ambiguous executions (seed ``RecoveryRequest``)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+from oxide_batch.domain.errors import (
+    InvalidCharacters,
+    InvalidTimestampOrder,
+    InvalidTransitionTime,
+    RecoveryFieldControlCharacter,
+    RecoveryFieldEmpty,
+    RecoveryFieldSurroundingWhitespace,
+    RecoveryFieldTooLong,
+    RecoveryNotAllowed,
+)
+from oxide_batch.domain.execution import (
+    ExecutionMetadata,
+    ExecutionTimestamps,
+    FailureSummary,
+    JobExecution,
+)
+from oxide_batch.domain.lifecycle import next_version, validate_expected_version
+from oxide_batch.domain.names import OperatorStringKind, is_control
+from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
+
+EVIDENCE_DIGEST_BYTES = 32
+
+
+class RecoveryDisposition(enum.StrEnum):
+    MARK_FAILED = "MARK_FAILED"
+    ABANDON = "ABANDON"
+
+    @property
+    def resulting_status(self) -> BatchStatus:
+        return BatchStatus.FAILED if self is RecoveryDisposition.MARK_FAILED else (
+            BatchStatus.ABANDONED
+        )
+
+
+def _validate_text(value: str, kind: OperatorStringKind) -> str:
+    field = kind.label
+    if not value:
+        raise RecoveryFieldEmpty(field=field)
+    if len(value.encode("utf-8")) > kind.max_bytes:
+        raise RecoveryFieldTooLong(field=field, max_bytes=kind.max_bytes)
+    if value.strip() != value:
+        raise RecoveryFieldSurroundingWhitespace(field=field)
+    if any(is_control(character) for character in value):
+        raise RecoveryFieldControlCharacter(field=field)
+    if kind.pattern.fullmatch(value) is None:
+        raise InvalidCharacters(kind=field, allowed=kind.allowed)
+    return value
+
+
+@dataclass(frozen=True, repr=False)
+class RecoveryRequest:
+    """A bounded, value-redacted request for one audited recovery decision.
+
+    ``operator_reference`` is an audit correlation (the authenticated actor),
+    not a credential. The evidence digest never appears in a repr.
+    """
+
+    expected_version: int
+    disposition: RecoveryDisposition
+    reason_code: str
+    operator_reference: str
+    evidence_digest: bytes
+    failure: FailureSummary | None = None
+
+    def __post_init__(self) -> None:
+        _validate_text(self.reason_code, OperatorStringKind.REASON_CODE)
+        _validate_text(self.operator_reference, OperatorStringKind.ACTOR)
+        if len(self.evidence_digest) != EVIDENCE_DIGEST_BYTES:
+            raise InvalidCharacters(kind="evidence digest", allowed="exactly 32 bytes")
+        if (self.disposition is RecoveryDisposition.MARK_FAILED) != (self.failure is not None):
+            raise ValueError("MARK_FAILED carries exactly one failure; ABANDON carries none")
+
+    @classmethod
+    def mark_failed(
+        cls,
+        *,
+        expected_version: int,
+        reason_code: str,
+        operator_reference: str,
+        evidence_digest: bytes,
+        failure: FailureSummary,
+    ) -> RecoveryRequest:
+        return cls(
+            expected_version,
+            RecoveryDisposition.MARK_FAILED,
+            reason_code,
+            operator_reference,
+            evidence_digest,
+            failure,
+        )
+
+    @classmethod
+    def abandon(
+        cls,
+        *,
+        expected_version: int,
+        reason_code: str,
+        operator_reference: str,
+        evidence_digest: bytes,
+    ) -> RecoveryRequest:
+        return cls(
+            expected_version,
+            RecoveryDisposition.ABANDON,
+            reason_code,
+            operator_reference,
+            evidence_digest,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"RecoveryRequest(expected_version={self.expected_version}, "
+            f"disposition={self.disposition.value}, reason_code={self.reason_code!r}, "
+            f"operator_reference={self.operator_reference!r}, evidence_digest=<redacted>, "
+            f"failure={self.failure!r})"
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class RecoveryDecision:
+    """One append-only recovery audit record."""
+
+    id: int
+    job_execution_id: int
+    execution_version: int
+    prior_status: BatchStatus
+    resulting_status: BatchStatus
+    reason_code: str
+    operator_reference: str
+    evidence_digest: bytes
+    decided_at: datetime
+
+    def __repr__(self) -> str:
+        return (
+            f"RecoveryDecision(id={self.id}, job_execution_id={self.job_execution_id}, "
+            f"execution_version={self.execution_version}, "
+            f"prior_status={self.prior_status.value}, "
+            f"resulting_status={self.resulting_status.value}, "
+            f"reason_code={self.reason_code!r}, operator_reference={self.operator_reference!r}, "
+            f"evidence_digest=<redacted>, decided_at={self.decided_at.isoformat()})"
+        )
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    """The recovered execution and the decision that produced it (one commit)."""
+
+    execution: JobExecution
+    decision: RecoveryDecision
+
+
+def recovered_execution(
+    prior: JobExecution, request: RecoveryRequest, decided_at: datetime
+) -> JobExecution:
+    """The execution after an audited recovery decision.
+
+    Raises ``StaleVersion`` first, then ``RecoveryNotAllowed`` unless the status
+    is STARTING/STARTED/STOPPING/UNKNOWN. The exit code and counts stay as they
+    are; ``ended_at`` becomes the decision time; the version goes up by one. A
+    failure already recorded is kept when the disposition carries none.
+    """
+    validate_expected_version(request.expected_version, prior.version)
+    if prior.status not in UNRESOLVED_STATUSES:
+        raise RecoveryNotAllowed(id=prior.id, status=prior.status)
+    current = prior.metadata.timestamps
+    try:
+        timestamps = ExecutionTimestamps(current.created_at, current.started_at, decided_at)
+    except InvalidTimestampOrder:
+        raise InvalidTransitionTime() from None
+    metadata = ExecutionMetadata(
+        status=request.disposition.resulting_status,
+        exit_code=prior.exit_code,
+        timestamps=timestamps,
+        counts=prior.counts,
+        failure=request.failure or prior.failure,
+    )
+    return prior.with_state(metadata, next_version(prior.version), decided_at)

@@ -1,0 +1,47 @@
+"""The Django adapter of the repository port."""
+
+from __future__ import annotations
+
+from django.db import DatabaseError
+
+from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
+from oxide_batch.repository.clock import Clock, SystemClock
+from oxide_batch.repository.executions import ExecutionOperations
+from oxide_batch.repository.faults import translate
+from oxide_batch.repository.schema import check_schema_version, read_schema_version
+from oxide_batch.repository.steps import StepOperations
+
+# Declared only once implemented and tested; an undeclared capability is
+# treated as unavailable by runtimes (failing closed).
+DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset()
+
+
+class DjangoUnitOfWork(ExecutionOperations, StepOperations):
+    """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""
+
+
+class DjangoJobRepository:
+    """The job repository on Django's ORM (PostgreSQL or SQLite)."""
+
+    def __init__(self, clock: Clock | None = None, *, using: str = "default") -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.using = using
+
+    def begin(self) -> DjangoUnitOfWork:
+        """A new unit of work; it opens its transaction when entered."""
+        return DjangoUnitOfWork(clock=self.clock, using=self.using)
+
+    def descriptor(self) -> RepositoryDescriptor:
+        """The capability descriptor of the connected schema.
+
+        Raises ``SchemaUninitialized``, ``MigrationRequired``, ``NewerSchema``
+        or ``Unavailable``.
+        """
+        try:
+            found = read_schema_version(self.using)
+        except DatabaseError as error:
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
+        return RepositoryDescriptor.of(check_schema_version(found), DECLARED_CAPABILITIES)

@@ -1,0 +1,237 @@
+"""Instances, job executions and recovery decisions in the Django adapter."""
+
+from __future__ import annotations
+
+from oxide_batch import models
+from oxide_batch.domain.errors import JobExecutionNotFound, JobInstanceNotFound
+from oxide_batch.domain.execution import (
+    JobExecution,
+    JobInstance,
+    JobInstanceSelection,
+)
+from oxide_batch.domain.identifiers import IdentifierKind
+from oxide_batch.domain.launch import plan_new_attempt
+from oxide_batch.domain.lifecycle import (
+    LifecycleTransition,
+    compare_and_enrich,
+    compare_and_transition,
+)
+from oxide_batch.domain.parameters import JobInstanceKey
+from oxide_batch.domain.recovery import (
+    RecoveryDecision,
+    RecoveryRequest,
+    RecoveryResult,
+    recovered_execution,
+)
+from oxide_batch.repository.records import (
+    DECISION_COLUMNS,
+    INSTANCE_COLUMNS,
+    JOB_EXECUTION_COLUMNS,
+    changed_columns,
+    decision_from_row,
+    instance_from_row,
+    job_execution_from_row,
+    metadata_columns,
+    parameters_to_json,
+)
+from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
+
+JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
+JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+
+
+class ExecutionOperations(UnitOfWorkBase):
+    """Launch, restart, lifecycle CAS and recovery of job executions."""
+
+    @operation
+    def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection:
+        """The unique instance of ``key``; race-free (insert-on-conflict, then read).
+
+        Of concurrent callers with one key exactly one sees ``created=True``.
+        """
+        created_at = self.now()
+        new_id = self._insert_unless_conflict(
+            models.JobInstance,
+            {
+                "job_name": key.job_name,
+                "key_digest": key.digest,
+                "identifying_parameters": parameters_to_json(key),
+                "created_at": created_at,
+            },
+            ("job_name", "key_digest"),
+        )
+        if new_id is not None:
+            return JobInstanceSelection(JobInstance(new_id, key, created_at), created=True)
+        existing = self.find_job_instance(key)
+        assert existing is not None, "a conflicting instance row must be visible"
+        return JobInstanceSelection(existing, created=False)
+
+    @operation
+    def find_job_instance(self, key: JobInstanceKey) -> JobInstance | None:
+        row = (
+            models.JobInstance.objects.using(self._using)
+            .filter(job_name=key.job_name, key_digest=key.digest)
+            .values(*INSTANCE_COLUMNS)
+            .first()
+        )
+        return None if row is None else instance_from_row(row)
+
+    @operation
+    def get_job_instance(self, job_instance_id: int) -> JobInstance:
+        pk = self._id(JOB_INSTANCE, job_instance_id)
+        row = self._read_row(models.JobInstance, pk, INSTANCE_COLUMNS)
+        if row is None:
+            raise JobInstanceNotFound(id=pk)
+        return instance_from_row(row)
+
+    @operation
+    def create_job_execution(self, job_instance_id: int) -> JobExecution:
+        """A new attempt of the instance, under a lock on the instance row.
+
+        Raises ``CompletedInstance``, ``AbandonedInstance`` or
+        ``ExecutionAlreadyActive`` from the latest attempt's status.
+        """
+        pk = self._id(JOB_INSTANCE, job_instance_id)
+        instance = self._lock_row(models.JobInstance, pk, ("id", "job_name"))
+        if instance is None:
+            raise JobInstanceNotFound(id=pk)
+        latest_row = (
+            models.JobExecution.objects.using(self._using)
+            .filter(job_instance_id=pk)
+            .order_by("-attempt")
+            .values(*JOB_EXECUTION_COLUMNS)
+            .first()
+        )
+        latest = None if latest_row is None else job_execution_from_row(latest_row)
+        now = self.now()
+        attempt = plan_new_attempt(pk, latest, now)
+        row = models.JobExecution.objects.using(self._using).create(
+            job_instance_id=pk,
+            job_name=instance["job_name"],
+            attempt=attempt.attempt,
+            restart_of_id=attempt.restart_of_id,
+            **metadata_columns(attempt.metadata, 0, now),
+        )
+        return JobExecution(
+            id=row.pk,
+            metadata=attempt.metadata,
+            version=0,
+            updated_at=now,
+            job_instance_id=pk,
+            job_name=instance["job_name"],
+            attempt=attempt.attempt,
+            restart_of_id=attempt.restart_of_id,
+        )
+
+    @operation
+    def get_job_execution(self, job_execution_id: int) -> JobExecution:
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = self._read_row(models.JobExecution, pk, JOB_EXECUTION_COLUMNS)
+        if row is None:
+            raise JobExecutionNotFound(id=pk)
+        return job_execution_from_row(row)
+
+    @operation
+    def job_executions(self, job_instance_id: int) -> list[JobExecution]:
+        """The instance's attempts in creation (attempt) order."""
+        pk = self._id(JOB_INSTANCE, job_instance_id)
+        rows = (
+            models.JobExecution.objects.using(self._using)
+            .filter(job_instance_id=pk)
+            .order_by("attempt")
+            .values(*JOB_EXECUTION_COLUMNS)
+        )
+        return [job_execution_from_row(row) for row in rows]
+
+    @operation
+    def transition_job_execution(
+        self, job_execution_id: int, expected_version: int, transition: LifecycleTransition
+    ) -> JobExecution:
+        """CAS transition: lock the row, check version and rule, write, bump the version."""
+        return self._compare_and_swap(
+            models.JobExecution,
+            self._id(JOB_EXECUTION, job_execution_id),
+            JOB_EXECUTION_COLUMNS,
+            job_execution_from_row,
+            lambda pk: JobExecutionNotFound(id=pk),
+            lambda current, now: compare_and_transition(
+                current.metadata, current.version, expected_version, transition.stamped(now)
+            ),
+        )
+
+    @operation
+    def enrich_job_exit_status(
+        self, job_execution_id: int, expected_version: int, exit_code: str
+    ) -> JobExecution:
+        """CAS exit-code enrichment; the status never changes."""
+        return self._compare_and_swap(
+            models.JobExecution,
+            self._id(JOB_EXECUTION, job_execution_id),
+            JOB_EXECUTION_COLUMNS,
+            job_execution_from_row,
+            lambda pk: JobExecutionNotFound(id=pk),
+            lambda current, now: compare_and_enrich(
+                current.metadata, current.version, expected_version, exit_code
+            ),
+        )
+
+    @operation
+    def recover_job_execution(
+        self, job_execution_id: int, request: RecoveryRequest
+    ) -> RecoveryResult:
+        """Resolve an orphaned or ambiguous execution and append its decision row.
+
+        Locks the execution; raises ``StaleVersion`` then ``RecoveryNotAllowed``.
+        The state change and the decision commit together; a second decision for
+        the same observed version is impossible (unique row).
+        """
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = self._lock_row(models.JobExecution, pk, JOB_EXECUTION_COLUMNS)
+        if row is None:
+            raise JobExecutionNotFound(id=pk)
+        prior = job_execution_from_row(row)
+        now = self.now()
+        recovered = recovered_execution(prior, request, now)
+        self._update(
+            models.JobExecution,
+            pk,
+            changed_columns(row, metadata_columns(recovered.metadata, recovered.version, now)),
+        )
+        decision = models.RecoveryDecision.objects.using(self._using).create(
+            job_instance_id=prior.job_instance_id,
+            job_execution_id=pk,
+            execution_version=prior.version,
+            prior_status=prior.status.value,
+            resulting_status=recovered.status.value,
+            reason_code=request.reason_code,
+            operator_reference=request.operator_reference,
+            evidence_digest=request.evidence_digest.hex(),
+            decided_at=now,
+        )
+        return RecoveryResult(
+            execution=recovered,
+            decision=RecoveryDecision(
+                id=decision.pk,
+                job_execution_id=pk,
+                execution_version=prior.version,
+                prior_status=prior.status,
+                resulting_status=recovered.status,
+                reason_code=request.reason_code,
+                operator_reference=request.operator_reference,
+                evidence_digest=request.evidence_digest,
+                decided_at=now,
+            ),
+        )
+
+    @operation
+    def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None:
+        """The newest recovery decision of the execution, if any."""
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = (
+            models.RecoveryDecision.objects.using(self._using)
+            .filter(job_execution_id=pk)
+            .order_by("-id")
+            .values(*DECISION_COLUMNS)
+            .first()
+        )
+        return None if row is None else decision_from_row(row)

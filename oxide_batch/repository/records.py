@@ -1,0 +1,175 @@
+"""Rows ↔ domain values. The adapter reads ``values()`` dicts, never model instances."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from oxide_batch.domain.execution import (
+    COUNT_FIELDS,
+    ExecutionCounts,
+    ExecutionMetadata,
+    ExecutionTimestamps,
+    FailureSummary,
+    JobExecution,
+    JobInstance,
+    StepExecution,
+)
+from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
+from oxide_batch.domain.recovery import RecoveryDecision
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+Row = Mapping[str, Any]
+
+METADATA_COLUMNS = (
+    "id",
+    "status",
+    "exit_code",
+    "failure_category",
+    "failure_id",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "version",
+    "read_count",
+    "processed_count",
+    "written_count",
+    "filtered_count",
+    "committed_count",
+    "rolled_back_count",
+)
+JOB_EXECUTION_COLUMNS = (
+    *METADATA_COLUMNS,
+    "job_instance_id",
+    "job_name",
+    "attempt",
+    "restart_of_id",
+)
+STEP_EXECUTION_COLUMNS = (
+    *METADATA_COLUMNS,
+    "job_instance_id",
+    "job_execution_id",
+    "step_name",
+    "node_id",
+)
+INSTANCE_COLUMNS = ("id", "job_name", "identifying_parameters", "created_at")
+DECISION_COLUMNS = (
+    "id",
+    "job_execution_id",
+    "execution_version",
+    "prior_status",
+    "resulting_status",
+    "reason_code",
+    "operator_reference",
+    "evidence_digest",
+    "decided_at",
+)
+
+
+def parameters_to_json(key: JobInstanceKey) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": parameter.name,
+            "type": parameter.type.value,
+            # Integers as decimal strings: u64 values survive any JSON reader.
+            "value": str(parameter.value)
+            if parameter.type in (ParameterType.I64, ParameterType.U64)
+            else parameter.value,
+        }
+        for parameter in key.parameters
+    ]
+
+
+def _parameter_from_json(item: Row) -> JobParameter:
+    type_ = ParameterType(item["type"])
+    value = item["value"]
+    if type_ in (ParameterType.I64, ParameterType.U64):
+        value = int(value)
+    return JobParameter(item["name"], type_, value)
+
+
+def instance_from_row(row: Row) -> JobInstance:
+    key = JobInstanceKey.of(
+        row["job_name"], (_parameter_from_json(item) for item in row["identifying_parameters"])
+    )
+    return JobInstance(id=row["id"], key=key, created_at=row["created_at"])
+
+
+def _metadata(row: Row) -> ExecutionMetadata:
+    failure = None
+    if row["failure_category"] is not None:
+        failure = FailureSummary(FailureCategory(row["failure_category"]), row["failure_id"])
+    return ExecutionMetadata(
+        status=BatchStatus(row["status"]),
+        exit_code=row["exit_code"],
+        timestamps=ExecutionTimestamps(row["created_at"], row["started_at"], row["ended_at"]),
+        counts=ExecutionCounts(*(row[f"{name}_count"] for name in COUNT_FIELDS)),
+        failure=failure,
+    )
+
+
+def job_execution_from_row(row: Row) -> JobExecution:
+    return JobExecution(
+        id=row["id"],
+        metadata=_metadata(row),
+        version=row["version"],
+        updated_at=row["updated_at"],
+        job_instance_id=row["job_instance_id"],
+        job_name=row["job_name"],
+        attempt=row["attempt"],
+        restart_of_id=row["restart_of_id"],
+    )
+
+
+def step_execution_from_row(row: Row) -> StepExecution:
+    return StepExecution(
+        id=row["id"],
+        metadata=_metadata(row),
+        version=row["version"],
+        updated_at=row["updated_at"],
+        job_instance_id=row["job_instance_id"],
+        job_execution_id=row["job_execution_id"],
+        step_name=row["step_name"],
+        node_id=row["node_id"],
+    )
+
+
+def metadata_columns(
+    metadata: ExecutionMetadata, version: int, updated_at: datetime
+) -> dict[str, Any]:
+    """The columns a lifecycle write sets (everything but identity)."""
+    failure = metadata.failure
+    columns: dict[str, Any] = {
+        "status": metadata.status.value,
+        "exit_code": metadata.exit_code,
+        "failure_category": failure.category.value if failure else None,
+        "failure_id": failure.failure_id if failure else None,
+        "created_at": metadata.timestamps.created_at,
+        "started_at": metadata.timestamps.started_at,
+        "ended_at": metadata.timestamps.ended_at,
+        "updated_at": updated_at,
+        "version": version,
+    }
+    columns.update({f"{name}_count": value for name, value in metadata.counts.as_dict().items()})
+    return columns
+
+
+def changed_columns(before: Row, after: Mapping[str, Any]) -> dict[str, Any]:
+    """Only what differs, so an UPDATE writes no more than it must."""
+    return {column: value for column, value in after.items() if before.get(column) != value}
+
+
+def decision_from_row(row: Row) -> RecoveryDecision:
+    return RecoveryDecision(
+        id=row["id"],
+        job_execution_id=row["job_execution_id"],
+        execution_version=row["execution_version"],
+        prior_status=BatchStatus(row["prior_status"]),
+        resulting_status=BatchStatus(row["resulting_status"]),
+        reason_code=row["reason_code"],
+        operator_reference=row["operator_reference"],
+        evidence_digest=bytes.fromhex(row["evidence_digest"]),
+        decided_at=row["decided_at"],
+    )

@@ -1,0 +1,232 @@
+"""The unit of work: one transaction, rolled back unless ``commit()`` ran.
+
+On PostgreSQL a mutation locks only the rows it changes (``FOR NO KEY UPDATE``,
+so child inserts are not blocked) in a fixed order: instance, job execution,
+parent step, partitions in key order, worker step. On SQLite the transaction
+starts with ``BEGIN IMMEDIATE`` (settings), which takes the write lock up front.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
+
+from django.db import DatabaseError, connections, models, transaction
+
+from oxide_batch.domain.errors import RepositoryError
+from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
+from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.repository.faults import translate, translate_commit
+from oxide_batch.repository.records import changed_columns, metadata_columns
+
+if TYPE_CHECKING:
+    from oxide_batch.repository.clock import Clock
+
+P = ParamSpec("P")
+R = TypeVar("R")
+U = TypeVar("U", bound="UnitOfWorkBase")
+E = TypeVar("E", JobExecution, StepExecution)
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+
+
+def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U, P], R]:
+    """Map database faults of one repository operation to domain errors.
+
+    After a fault the transaction is poisoned (PostgreSQL refuses further
+    statements), so the unit of work is marked for rollback and ``commit()``
+    raises the same error instead of silently committing nothing.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: U, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._require_open()
+        try:
+            return method(self, *args, **kwargs)
+        except DatabaseError as error:
+            mapped = translate(error)
+            self._poison(mapped)
+            if mapped is None:
+                raise
+            raise mapped from error
+
+    return wrapper
+
+
+class UnitOfWorkBase:
+    """Transaction handling shared by every repository operation."""
+
+    def __init__(self, *, clock: Clock, using: str) -> None:
+        self._clock = clock
+        self._using = using
+        self._state = _State.NEW
+        self._fault: RepositoryError | None = None
+        self._atomic: transaction.Atomic | None = None
+        self._outermost = False
+
+    # -- transaction boundary ---------------------------------------------------
+
+    def __enter__(self) -> Self:
+        if self._state is not _State.NEW:
+            raise RuntimeError("a unit of work is entered once")
+        connection = connections[self._using]
+        self._outermost = not connection.in_atomic_block
+        if self._outermost and connection.errors_occurred:
+            # A connection that failed (e.g. a database restart) is replaced
+            # here rather than failing the next caller too.
+            connection.close_if_unusable_or_obsolete()
+        self._atomic = transaction.atomic(using=self._using)
+        try:
+            self._atomic.__enter__()
+        except DatabaseError as error:
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
+        self._state = _State.OPEN
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._state is _State.OPEN:
+            self._finish_rollback(exc_type, exc, traceback)
+
+    def commit(self) -> None:
+        """Make the work durable.
+
+        Raises ``CommitOutcomeUnknown`` when the connection failed while COMMIT
+        was in flight (re-read before retrying, never repeat blindly), and
+        ``ConcurrentModification`` when the server refused the commit.
+        """
+        self._require_open()
+        if self._fault is not None:
+            self._finish_rollback(None, None, None)
+            raise self._fault
+        assert self._atomic is not None
+        self._state = _State.COMMITTED
+        try:
+            self._atomic.__exit__(None, None, None)
+        except DatabaseError as error:
+            mapped = translate_commit(error) if self._outermost else translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
+
+    def rollback(self) -> None:
+        self._require_open()
+        self._finish_rollback(None, None, None)
+
+    def _finish_rollback(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._atomic is not None
+        self._state = _State.ROLLED_BACK
+        transaction.set_rollback(True, using=self._using)
+        self._atomic.__exit__(exc_type, exc, traceback)
+
+    def _require_open(self) -> None:
+        if self._state is not _State.OPEN:
+            raise RuntimeError(f"the unit of work is {self._state.value}")
+
+    def _poison(self, fault: RepositoryError | None) -> None:
+        self._fault = fault or self._fault
+        transaction.set_rollback(True, using=self._using)
+
+    # -- helpers for operations --------------------------------------------------
+
+    def now(self) -> datetime:
+        """The repository clock (millisecond precision)."""
+        return self._clock.now()
+
+    @property
+    def _connection(self) -> Any:
+        return connections[self._using]
+
+    @staticmethod
+    def _id(kind: IdentifierKind, value: int) -> int:
+        return validate_identifier(kind, value)
+
+    def _lock_row(
+        self, model: type[models.Model], pk: int, columns: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        """One locking read: ``SELECT … FOR NO KEY UPDATE`` of a single row."""
+        return (
+            model._default_manager.using(self._using)
+            .select_for_update(no_key=True)
+            .filter(pk=pk)
+            .values(*columns)
+            .first()
+        )
+
+    def _read_row(
+        self, model: type[models.Model], pk: int, columns: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        return model._default_manager.using(self._using).filter(pk=pk).values(*columns).first()
+
+    def _update(self, model: type[models.Model], pk: int, columns: Mapping[str, Any]) -> None:
+        """One write of just the changed columns."""
+        if columns:
+            model._default_manager.using(self._using).filter(pk=pk).update(**columns)
+
+    def _compare_and_swap(
+        self,
+        model: type[models.Model],
+        pk: int,
+        columns: tuple[str, ...],
+        from_row: Callable[[dict[str, Any]], E],
+        not_found: Callable[[int], Exception],
+        change: Callable[[E, datetime], tuple[ExecutionMetadata, int]],
+    ) -> E:
+        """The CAS every execution mutation shares: one locking read, the domain
+        rule (``change``), one write of the changed columns."""
+        row = self._lock_row(model, pk, columns)
+        if row is None:
+            raise not_found(pk)
+        current = from_row(row)
+        now = self.now()
+        metadata, version = change(current, now)
+        self._update(model, pk, changed_columns(row, metadata_columns(metadata, version, now)))
+        return current.with_state(metadata, version, now)
+
+    def _insert_unless_conflict(
+        self,
+        model: type[models.Model],
+        values: Mapping[str, Any],
+        conflict_fields: tuple[str, ...],
+    ) -> int | None:
+        """``INSERT … ON CONFLICT DO NOTHING RETURNING id``: the new id, or ``None``
+        when a row with the same ``conflict_fields`` exists (race-free, one statement)."""
+        connection = self._connection
+        meta = model._meta
+        quote = connection.ops.quote_name
+        columns, params = [], []
+        for name, value in values.items():
+            field = meta.get_field(name)
+            columns.append(quote(field.column))  # type: ignore[union-attr]
+            params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
+        conflict = ", ".join(quote(meta.get_field(name).column) for name in conflict_fields)  # type: ignore[union-attr]
+        sql = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))}) "
+            f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {quote(meta.pk.column)}"  # type: ignore[union-attr]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
