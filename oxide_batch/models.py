@@ -47,7 +47,7 @@ def _execution_constraints(prefix: str) -> list[models.BaseConstraint]:
         ),
         models.CheckConstraint(
             condition=Q(failure_category__isnull=True, failure_id__isnull=True)
-            | Q(failure_category__isnull=False, failure_id__gt=0),
+            | Q(failure_category__isnull=False, failure_id__isnull=False, failure_id__gt=0),
             name=f"{prefix}_failure_pair",
         ),
         models.CheckConstraint(

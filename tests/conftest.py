@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.conf import settings
+
+from oxide_batch.repository import DjangoJobRepository, FixedClock
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def on_postgres() -> bool:
+    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if on_postgres():
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (run by scripts/test's PostgreSQL pass)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(EPOCH)
+
+
+@pytest.fixture
+def repo(clock: FixedClock) -> DjangoJobRepository:
+    return DjangoJobRepository(clock)

@@ -1,0 +1,56 @@
+"""Small builders shared by the repository tests."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from oxide_batch.domain import (
+    BatchStatus,
+    FailureCategory,
+    FailureSummary,
+    JobExecution,
+    JobInstanceKey,
+    JobParameter,
+    LifecycleTransition,
+    ParameterType,
+)
+from oxide_batch.repository import DjangoJobRepository, FixedClock
+
+
+def key(job: str = "import_job", run: str = "2026-07-29") -> JobInstanceKey:
+    return JobInstanceKey.of(job, [JobParameter("business_date", ParameterType.STRING, run)])
+
+
+def failure(failure_id: int = 99) -> FailureSummary:
+    return FailureSummary(FailureCategory.USER_COMPONENT, failure_id)
+
+
+def launch(repo: DjangoJobRepository, job_key: JobInstanceKey | None = None) -> JobExecution:
+    """Select-or-create the instance of ``job_key`` and create an attempt; committed."""
+    with repo.begin() as uow:
+        instance = uow.select_or_create_job_instance(job_key or key()).instance
+        execution = uow.create_job_execution(instance.id)
+        uow.commit()
+    return execution
+
+
+def move(
+    repo: DjangoJobRepository,
+    execution: JobExecution,
+    *targets: BatchStatus,
+    clock: FixedClock | None = None,
+) -> JobExecution:
+    """Transition ``execution`` through ``targets`` (one second apart), committed."""
+    for target in targets:
+        if clock is not None:
+            clock.advance(timedelta(seconds=1))
+        with repo.begin() as uow:
+            execution = uow.transition_job_execution(
+                execution.id,
+                execution.version,
+                LifecycleTransition(
+                    target, failure=failure() if target is BatchStatus.FAILED else None
+                ),
+            )
+            uow.commit()
+    return execution

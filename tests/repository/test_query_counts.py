@@ -1,0 +1,146 @@
+"""Query budgets: every repository operation issues a fixed, small number of
+statements — each mutation one locking read plus one write per changed row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from oxide_batch.domain import BatchStatus, LifecycleTransition, RecoveryRequest
+from oxide_batch.domain.errors import StaleVersion
+from tests.conftest import on_postgres
+from tests.helpers import key, launch, move
+
+pytestmark = pytest.mark.django_db
+S = BatchStatus
+
+
+def count(operation: Callable[[], object]) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        operation()
+    return [query["sql"] for query in queries.captured_queries]
+
+
+@pytest.fixture
+def started(repo, clock):
+    execution = move(repo, launch(repo), S.STARTED, clock=clock)
+    with repo.begin() as uow:
+        step = uow.create_step_execution(execution.id, "load")
+        step = uow.transition_step_execution(step.id, 0, LifecycleTransition(S.STARTED))
+        uow.commit()
+    return execution, step
+
+
+def test_read_budgets(repo, started):
+    execution, step = started
+    with repo.begin() as uow:
+        assert len(count(lambda: uow.find_job_instance(key()))) == 1
+        assert len(count(lambda: uow.get_job_instance(execution.job_instance_id))) == 1
+        assert len(count(lambda: uow.get_job_execution(execution.id))) == 1
+        assert len(count(lambda: uow.job_executions(execution.job_instance_id))) == 1
+        assert len(count(lambda: uow.get_step_execution(step.id))) == 1
+        assert len(count(lambda: uow.step_executions(execution.id))) == 1
+        assert len(count(lambda: uow.recovery_decision(execution.id))) == 1
+
+
+def test_select_or_create_is_one_statement_when_new_and_two_when_existing(repo):
+    with repo.begin() as uow:
+        created = count(lambda: uow.select_or_create_job_instance(key()))
+        existing = count(lambda: uow.select_or_create_job_instance(key()))
+    assert len(created) == 1
+    assert "ON CONFLICT" in created[0]
+    assert len(existing) == 2
+
+
+def test_create_job_execution_is_lock_read_latest_insert(repo, clock):
+    execution = move(repo, launch(repo), S.STARTED, S.FAILED, clock=clock)
+    with repo.begin() as uow:
+        sql = count(lambda: uow.create_job_execution(execution.job_instance_id))
+    assert len(sql) == 3
+    assert sql[2].startswith("INSERT")
+
+
+@pytest.mark.parametrize(
+    "operation",
+    ["transition_job", "enrich_job", "transition_step", "enrich_step"],
+)
+def test_each_cas_mutation_is_one_locking_read_and_one_update(repo, started, operation):
+    execution, step = started
+    with repo.begin() as uow:
+        run = {
+            "transition_job": lambda: uow.transition_job_execution(
+                execution.id, 1, LifecycleTransition(S.STOPPING)
+            ),
+            "enrich_job": lambda: uow.enrich_job_exit_status(execution.id, 1, "X"),
+            "transition_step": lambda: uow.transition_step_execution(
+                step.id, 1, LifecycleTransition(S.COMPLETED)
+            ),
+            "enrich_step": lambda: uow.enrich_step_exit_status(step.id, 1, "X"),
+        }[operation]
+        sql = count(run)
+    assert len(sql) == 2
+    assert sql[0].startswith("SELECT")
+    assert sql[1].startswith("UPDATE")
+    if on_postgres():
+        assert sql[0].endswith("FOR NO KEY UPDATE")
+
+
+def test_a_refused_mutation_reads_once_and_writes_nothing(repo, started):
+    execution, _ = started
+    with repo.begin() as uow:
+        sql = count(
+            lambda: pytest.raises(
+                StaleVersion,
+                uow.transition_job_execution,
+                execution.id,
+                0,
+                LifecycleTransition(S.STOPPING),
+            )
+        )
+    assert len(sql) == 1
+
+
+def test_the_update_writes_only_changed_columns(repo, started):
+    execution, _ = started
+    with repo.begin() as uow:
+        sql = count(lambda: uow.enrich_job_exit_status(execution.id, 1, "X"))
+    update = sql[1]
+    assert "exit_code" in update
+    assert "version" in update
+    for untouched in ("status", "created_at", "started_at", "read_count"):
+        assert f'"{untouched}"' not in update
+
+
+def test_create_step_is_lock_parent_and_insert(repo, started):
+    execution, _ = started
+    with repo.begin() as uow:
+        sql = count(lambda: uow.create_step_execution(execution.id, "write"))
+    assert len(sql) == 2
+    assert "ON CONFLICT" in sql[1]
+
+
+def test_recovery_is_lock_update_and_decision_insert(repo, started):
+    execution, _ = started
+    request = RecoveryRequest.abandon(
+        expected_version=1,
+        reason_code="ORPHAN_CONFIRMED",
+        operator_reference="ops",
+        evidence_digest=b"\x01" * 32,
+    )
+    with repo.begin() as uow:
+        sql = count(lambda: uow.recover_job_execution(execution.id, request))
+    assert len(sql) == 3
+    assert [statement.split()[0] for statement in sql] == ["SELECT", "UPDATE", "INSERT"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_the_unit_of_work_takes_the_write_lock_up_front(repo):
+    if on_postgres():
+        pytest.skip("SQLite only: PostgreSQL locks rows instead")
+    with CaptureQueriesContext(connection) as queries, repo.begin() as uow:
+        uow.find_job_instance(key())
+        uow.commit()
+    assert queries.captured_queries[0]["sql"] == "BEGIN IMMEDIATE"
