@@ -34,9 +34,7 @@ class OxideBatchError(Exception):
 
     def details(self) -> dict[str, Any]:
         """The structured fields, JSON-ready (enums as their durable codes)."""
-        return {
-            field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)
-        }
+        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
 
 
 def _plain(value: Any) -> Any:
@@ -676,8 +674,7 @@ class RestartStateNotFound(RepositoryError):
     @property
     def message(self) -> str:
         return (
-            f"restart execution {self.execution_id} has no durable source "
-            f"for step {self.step_name}"
+            f"restart execution {self.execution_id} has no durable source for step {self.step_name}"
         )
 
 

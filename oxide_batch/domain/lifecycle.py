@@ -100,8 +100,10 @@ def transition_metadata(
         raise InvalidTransitionTime()
     started_at = at if transition.target is S.STARTED else current.started_at
     ended_at = (current.ended_at or at) if transition.target.is_finished else None
-    counts = metadata.counts.with_terminal_rollback() if transition.terminal_rollback else (
-        metadata.counts
+    counts = (
+        metadata.counts.with_terminal_rollback()
+        if transition.terminal_rollback
+        else (metadata.counts)
     )
     return ExecutionMetadata(
         status=transition.target,

@@ -32,6 +32,18 @@ class NameKind(enum.Enum):
         self.max_bytes = max_bytes
 
 
+# Unicode White_Space (what Rust's ``str::trim`` strips). Python's ``str.strip``
+# would also strip U+001C–U+001F, which are control characters, not spaces.
+UNICODE_WHITESPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def has_surrounding_whitespace(value: str) -> bool:
+    return bool(value) and (value[0] in UNICODE_WHITESPACE or value[-1] in UNICODE_WHITESPACE)
+
+
 def is_control(character: str) -> bool:
     """Unicode general category Cc (what Rust's ``char::is_control`` means)."""
     code = ord(character)
@@ -50,7 +62,7 @@ def validate_name(value: str, kind: NameKind) -> str:
         raise EmptyName(kind=kind.label)
     if len(value.encode("utf-8")) > kind.max_bytes:
         raise NameTooLong(kind=kind.label, max_bytes=kind.max_bytes)
-    if value.strip() != value:
+    if has_surrounding_whitespace(value):
         raise NameHasSurroundingWhitespace(kind=kind.label)
     for index, character in enumerate(value):
         if is_control(character):

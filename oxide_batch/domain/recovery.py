@@ -23,7 +23,7 @@ from oxide_batch.domain.execution import (
     JobExecution,
 )
 from oxide_batch.domain.lifecycle import next_version, validate_expected_version
-from oxide_batch.domain.names import OperatorStringKind, is_control
+from oxide_batch.domain.names import OperatorStringKind, has_surrounding_whitespace, is_control
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
 
 EVIDENCE_DIGEST_BYTES = 32
@@ -35,18 +35,21 @@ class RecoveryDisposition(enum.StrEnum):
 
     @property
     def resulting_status(self) -> BatchStatus:
-        return BatchStatus.FAILED if self is RecoveryDisposition.MARK_FAILED else (
-            BatchStatus.ABANDONED
+        return (
+            BatchStatus.FAILED
+            if self is RecoveryDisposition.MARK_FAILED
+            else (BatchStatus.ABANDONED)
         )
 
 
-def _validate_text(value: str, kind: OperatorStringKind) -> str:
-    field = kind.label
+def _validate_text(value: str, kind: OperatorStringKind, field: str) -> str:
+    """The seed's checks in its order, then the operator character set; errors
+    name the request field."""
     if not value:
         raise RecoveryFieldEmpty(field=field)
     if len(value.encode("utf-8")) > kind.max_bytes:
         raise RecoveryFieldTooLong(field=field, max_bytes=kind.max_bytes)
-    if value.strip() != value:
+    if has_surrounding_whitespace(value):
         raise RecoveryFieldSurroundingWhitespace(field=field)
     if any(is_control(character) for character in value):
         raise RecoveryFieldControlCharacter(field=field)
@@ -71,8 +74,8 @@ class RecoveryRequest:
     failure: FailureSummary | None = None
 
     def __post_init__(self) -> None:
-        _validate_text(self.reason_code, OperatorStringKind.REASON_CODE)
-        _validate_text(self.operator_reference, OperatorStringKind.ACTOR)
+        _validate_text(self.reason_code, OperatorStringKind.REASON_CODE, "reason_code")
+        _validate_text(self.operator_reference, OperatorStringKind.ACTOR, "operator_reference")
         if len(self.evidence_digest) != EVIDENCE_DIGEST_BYTES:
             raise InvalidCharacters(kind="evidence digest", allowed="exactly 32 bytes")
         if (self.disposition is RecoveryDisposition.MARK_FAILED) != (self.failure is not None):
