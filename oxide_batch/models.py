@@ -79,7 +79,8 @@ class ExecutionFields(models.Model):
 
     status = models.CharField(max_length=9, choices=STATUS_CHOICES)
     exit_code = models.CharField(max_length=64)
-    failure_category = models.CharField(
+    # NULL, not "", for "no failure": the pair (category, id) is NULL together.
+    failure_category = models.CharField(  # noqa: DJ001
         max_length=32, choices=CATEGORY_CHOICES, null=True, blank=True
     )
     failure_id = models.BigIntegerField(null=True, blank=True)
@@ -144,7 +145,9 @@ class JobExecution(ExecutionFields):
         db_table = "ob_job_execution"
         constraints = [
             *_execution_constraints("ob_execution"),
-            models.UniqueConstraint(fields=["job_instance", "attempt"], name="ob_execution_attempt"),
+            models.UniqueConstraint(
+                fields=["job_instance", "attempt"], name="ob_execution_attempt"
+            ),
             models.CheckConstraint(condition=Q(attempt__gte=1), name="ob_execution_attempt_pos"),
             # Backs up the instance lock: one unresolved attempt per instance.
             models.UniqueConstraint(
@@ -245,4 +248,3 @@ class SchemaVersion(models.Model):
 
     def __str__(self) -> str:
         return f"schema version {self.version}"
-

@@ -11,8 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+import django_stubs_ext
 
 from oxide_batch.domain.durations import parse_duration
+
+# Lets generic classes such as ModelAdmin[...] be subscripted at run time.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -95,15 +99,13 @@ def _database() -> dict[str, Any]:
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
         }
-    config: dict[str, Any] = dj_database_url.parse(
-        url, conn_max_age=600, conn_health_checks=True
+    config: dict[str, Any] = dict(
+        dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
     )
     statement_ms = int(STATEMENT_TIMEOUT.total_seconds() * 1000)
     lock_ms = int(LOCK_TIMEOUT.total_seconds() * 1000)
     config.setdefault("OPTIONS", {})
-    config["OPTIONS"]["options"] = (
-        f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
-    )
+    config["OPTIONS"]["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
     config["OPTIONS"].setdefault("connect_timeout", 5)
     return config
 

@@ -19,7 +19,7 @@ def read_schema_version(using: str = "default") -> int | None:
     with connection.cursor() as cursor:
         if SCHEMA_VERSION_TABLE not in connection.introspection.table_names(cursor):
             return None
-        cursor.execute(f"SELECT version FROM {SCHEMA_VERSION_TABLE} WHERE id = 1")  # noqa: S608
+        cursor.execute(f"SELECT version FROM {SCHEMA_VERSION_TABLE} WHERE id = 1")
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 

@@ -215,16 +215,22 @@ class UnitOfWorkBase:
         connection = self._connection
         meta = model._meta
         quote = connection.ops.quote_name
+
+        def column(name: str) -> models.Field[Any, Any]:
+            field = meta.get_field(name)
+            assert isinstance(field, models.Field)
+            return field
+
         columns, params = [], []
         for name, value in values.items():
-            field = meta.get_field(name)
-            columns.append(quote(field.column))  # type: ignore[union-attr]
-            params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
-        conflict = ", ".join(quote(meta.get_field(name).column) for name in conflict_fields)  # type: ignore[union-attr]
+            field = column(name)
+            columns.append(quote(field.column))
+            params.append(field.get_db_prep_save(value, connection))
+        conflict = ", ".join(quote(column(name).column) for name in conflict_fields)
         sql = (
             f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
             f"VALUES ({', '.join(['%s'] * len(columns))}) "
-            f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {quote(meta.pk.column)}"  # type: ignore[union-attr]
+            f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {quote(column(meta.pk.name).column)}"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

@@ -147,5 +147,6 @@ def test_uncommitted_work_is_invisible_to_other_connections(repo):
         return seen
 
     outcomes = run_in_threads(2, lambda index: writer(index) if index == 0 else reader())
-    assert outcomes[0].ok and outcomes[1].ok
+    assert outcomes[0].ok, outcomes[0].error
+    assert outcomes[1].ok, outcomes[1].error
     assert outcomes[1].value is None

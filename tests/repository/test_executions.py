@@ -158,7 +158,8 @@ def test_terminal_rollback_is_persisted(repo, clock):
         )
         uow.commit()
     with repo.begin() as uow:
-        assert uow.get_job_execution(execution.id).counts.rolled_back == 1 == failed.counts.rolled_back
+        stored = uow.get_job_execution(execution.id)
+    assert stored.counts.rolled_back == failed.counts.rolled_back == 1
 
 
 def test_exit_enrichment_changes_the_code_never_the_status(repo, clock):

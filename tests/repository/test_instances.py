@@ -50,9 +50,13 @@ def test_leaving_the_block_without_commit_rolls_back(repo):
 
 
 def test_an_exception_inside_the_block_rolls_back(repo):
-    with pytest.raises(RuntimeError), repo.begin() as uow:
-        uow.select_or_create_job_instance(key())
-        raise RuntimeError("boom")
+    def fail_inside_a_unit_of_work():
+        with repo.begin() as uow:
+            uow.select_or_create_job_instance(key())
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        fail_inside_a_unit_of_work()
     with repo.begin() as uow:
         assert uow.find_job_instance(key()) is None
 

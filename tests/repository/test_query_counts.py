@@ -90,17 +90,13 @@ def test_each_cas_mutation_is_one_locking_read_and_one_update(repo, started, ope
 
 def test_a_refused_mutation_reads_once_and_writes_nothing(repo, started):
     execution, _ = started
-    with repo.begin() as uow:
-        sql = count(
-            lambda: pytest.raises(
-                StaleVersion,
-                uow.transition_job_execution,
-                execution.id,
-                0,
-                LifecycleTransition(S.STOPPING),
-            )
-        )
-    assert len(sql) == 1
+    with (
+        repo.begin() as uow,
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(StaleVersion),
+    ):
+        uow.transition_job_execution(execution.id, 0, LifecycleTransition(S.STOPPING))
+    assert len(queries.captured_queries) == 1
 
 
 def test_the_update_writes_only_changed_columns(repo, started):

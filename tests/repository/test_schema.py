@@ -16,7 +16,7 @@ from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 pytestmark = pytest.mark.django_db
 
 
-def check_ids() -> list[str]:
+def check_ids() -> list[str | None]:
     return [message.id for message in schema_version_check()]
 
 
