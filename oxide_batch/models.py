@@ -13,8 +13,11 @@ from django.db.models import F, Q
 from django.db.models.functions import Length
 from django.db.models.lookups import Exact, GreaterThanOrEqual, LessThanOrEqual
 
+from oxide_batch.domain.flow import FlowTransitionKind, TerminalKind
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus, FailureCategory
 
+FLOW_KINDS = [kind.value for kind in FlowTransitionKind]
+TERMINALS = [terminal.value for terminal in TerminalKind]
 STATUS_CHOICES = [(status.value, status.value) for status in BatchStatus]
 CATEGORY_CHOICES = [(category.value, category.value) for category in FailureCategory]
 FINISHED = [status.value for status in BatchStatus if status.is_finished]
@@ -100,6 +103,76 @@ class ExecutionFields(models.Model):
         abstract = True
 
 
+class JobDefinition(models.Model):
+    """An immutable definition: a canonical manifest identified by its digest.
+
+    ``job_name`` is NULL only for the built-in legacy definition (one row,
+    created by a migration) that attempts launched without a definition use.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    job_name = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    revision = models.CharField(max_length=128)
+    manifest_format = models.PositiveSmallIntegerField()
+    manifest_digest = models.CharField(max_length=64)
+    manifest = models.TextField(help_text="canonical JSON (the digest is over these bytes)")
+    registered_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_job_definition"
+        constraints = [
+            models.UniqueConstraint(fields=["job_name", "revision"], name="ob_definition_revision"),
+            models.UniqueConstraint(
+                fields=["job_name", "manifest_digest"], name="ob_definition_digest"
+            ),
+            # NULLs are distinct in the constraints above: one legacy row at most.
+            models.UniqueConstraint(
+                fields=["manifest_digest"],
+                condition=Q(job_name__isnull=True),
+                name="ob_definition_legacy_once",
+            ),
+            models.CheckConstraint(
+                condition=Q(manifest_format__gte=1, manifest_format__lte=3),
+                name="ob_definition_format",
+            ),
+            models.CheckConstraint(
+                condition=Exact(Length("manifest_digest"), 64), name="ob_definition_digest_length"
+            ),
+        ]
+        indexes = [models.Index(fields=["manifest_digest"], name="ob_definition_by_digest")]
+
+    def __str__(self) -> str:
+        return f"{self.job_name or '(legacy)'} {self.revision}"
+
+
+class DefinitionUpgrade(models.Model):
+    """A directed edge between two definitions of one job, with a step mapping."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_name = models.CharField(max_length=128)
+    upgrade_key = models.CharField(max_length=128)
+    from_definition = models.ForeignKey(
+        JobDefinition, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    to_definition = models.ForeignKey(JobDefinition, on_delete=models.PROTECT, related_name="+")
+    step_mapping = models.TextField(help_text="canonical JSON object: source step → target step")
+    registered_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_definition_upgrade"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["from_definition", "to_definition"], name="ob_upgrade_edge"
+            ),
+            models.CheckConstraint(
+                condition=~Q(from_definition=F("to_definition")), name="ob_upgrade_not_self"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_name} upgrade {self.upgrade_key}"
+
+
 class JobInstance(models.Model):
     """One logical job occurrence: job name + identifying parameters."""
 
@@ -140,6 +213,15 @@ class JobExecution(ExecutionFields):
     restart_of = models.ForeignKey(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    definition = models.ForeignKey(JobDefinition, on_delete=models.PROTECT, related_name="+")
+    upgrade = models.ForeignKey(
+        DefinitionUpgrade,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the upgrade edge this attempt was launched through",
+    )
 
     class Meta:
         db_table = "ob_job_execution"
@@ -179,20 +261,155 @@ class StepExecution(ExecutionFields):
     )
     step_name = models.CharField(max_length=128)
     node_id = models.CharField(max_length=128)
+    # Envelopes as canonical JSON text with a SHA-256 checksum, verified on read.
+    checkpoint = models.TextField(null=True, blank=True)  # noqa: DJ001
+    checkpoint_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    context = models.TextField(null=True, blank=True)  # noqa: DJ001
+    context_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "ob_step_execution"
         constraints = [
             *_execution_constraints("ob_step"),
             models.UniqueConstraint(fields=["job_execution", "step_name"], name="ob_step_name"),
+            models.UniqueConstraint(fields=["job_execution", "node_id"], name="ob_step_node_once"),
+            models.CheckConstraint(
+                condition=Q(checkpoint__isnull=True, checkpoint_checksum__isnull=True)
+                | Q(checkpoint__isnull=False, checkpoint_checksum__isnull=False),
+                name="ob_step_checkpoint_pair",
+            ),
+            models.CheckConstraint(
+                condition=Q(context__isnull=True, context_checksum__isnull=True)
+                | Q(context__isnull=False, context_checksum__isnull=False),
+                name="ob_step_context_pair",
+            ),
         ]
         indexes = [
             models.Index(fields=["job_instance", "node_id", "-id"], name="ob_step_node"),
+            models.Index(fields=["job_instance", "step_name", "-id"], name="ob_step_by_name"),
             models.Index(fields=["status", "-created_at"], name="ob_step_status"),
         ]
 
     def __str__(self) -> str:
         return f"{self.step_name} (#{self.pk})"
+
+
+class StepPartition(models.Model):
+    """One partition of a partitioned step's plan."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_instance = models.ForeignKey(JobInstance, on_delete=models.PROTECT, related_name="+")
+    step_execution = models.ForeignKey(
+        StepExecution, on_delete=models.PROTECT, related_name="partitions", db_index=False
+    )
+    worker_step_execution = models.ForeignKey(
+        StepExecution, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    partition_key = models.CharField(max_length=128)
+    ordinal = models.PositiveIntegerField()
+    status = models.CharField(max_length=9, choices=STATUS_CHOICES)
+    exit_code = models.CharField(max_length=64)
+    version = models.BigIntegerField(default=0)
+    read_count = models.BigIntegerField(default=0)
+    processed_count = models.BigIntegerField(default=0)
+    written_count = models.BigIntegerField(default=0)
+    filtered_count = models.BigIntegerField(default=0)
+    committed_count = models.BigIntegerField(default=0)
+    rolled_back_count = models.BigIntegerField(default=0)
+    context = models.TextField(null=True, blank=True)  # noqa: DJ001
+    context_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+
+    class Meta:
+        db_table = "ob_step_partition"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["step_execution", "partition_key"], name="ob_partition_key"
+            ),
+            models.UniqueConstraint(
+                fields=["step_execution", "ordinal"], name="ob_partition_ordinal"
+            ),
+            models.CheckConstraint(
+                condition=Q(ordinal__gte=1, ordinal__lte=1024), name="ob_partition_ordinal_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in BatchStatus]),
+                name="ob_partition_status_valid",
+            ),
+            models.CheckConstraint(condition=Q(version__gte=0), name="ob_partition_version"),
+            *(
+                models.CheckConstraint(
+                    condition=Q(**{f"{column}__gte": 0}), name=f"ob_partition_{column}"
+                )
+                for column in COUNT_COLUMNS
+            ),
+            # STARTING exactly when unassigned.
+            models.CheckConstraint(
+                condition=Q(status="STARTING", worker_step_execution__isnull=True)
+                | (~Q(status="STARTING") & Q(worker_step_execution__isnull=False)),
+                name="ob_partition_assignment",
+            ),
+            models.CheckConstraint(
+                condition=Q(context__isnull=True, context_checksum__isnull=True)
+                | Q(context__isnull=False, context_checksum__isnull=False),
+                name="ob_partition_context_pair",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"partition {self.ordinal} of step {self.step_execution_id}"
+
+
+class FlowDecision(models.Model):
+    """Append-only record of one flow transition taken by an execution."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_instance = models.ForeignKey(JobInstance, on_delete=models.PROTECT, related_name="+")
+    job_execution = models.ForeignKey(
+        JobExecution, on_delete=models.PROTECT, related_name="flow_decisions", db_index=False
+    )
+    sequence = models.PositiveIntegerField()
+    source_node_id = models.CharField(max_length=128)
+    source_step_execution = models.ForeignKey(
+        StepExecution, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    kind = models.CharField(max_length=24, choices=[(k, k) for k in FLOW_KINDS])
+    observed_outcome = models.CharField(max_length=64)
+    target_node_id = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    terminal = models.CharField(  # noqa: DJ001
+        max_length=8, null=True, blank=True, choices=[(t, t) for t in TERMINALS]
+    )
+    plan_fingerprint = models.CharField(max_length=64)
+    input_digest = models.CharField(max_length=64)
+    reused_decision = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_flow_decision"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job_execution", "sequence"], name="ob_flow_decision_sequence"
+            ),
+            models.UniqueConstraint(
+                fields=["job_execution", "source_node_id"], name="ob_flow_decision_source_once"
+            ),
+            models.CheckConstraint(condition=Q(sequence__gte=1), name="ob_flow_sequence_pos"),
+            models.CheckConstraint(
+                condition=Q(target_node_id__isnull=False, terminal__isnull=True)
+                | Q(target_node_id__isnull=True, terminal__isnull=False),
+                name="ob_flow_one_target",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["job_instance", "source_node_id", "plan_fingerprint", "input_digest"],
+                name="ob_flow_reusable",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"decision {self.sequence} of execution {self.job_execution_id}"
 
 
 class RecoveryDecision(models.Model):

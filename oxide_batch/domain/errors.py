@@ -148,6 +148,43 @@ class InvalidParameterValue(DomainError):
 
 
 @dataclass(eq=False)
+class InvalidEnvelope(DomainError):
+    """A checkpoint, context or partition context that is not a valid envelope."""
+
+    code: ClassVar[str] = "invalid_envelope"
+    kind: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"invalid {self.kind}: {self.reason}"
+
+
+@dataclass(eq=False)
+class InvalidManifest(DomainError):
+    """A definition manifest that cannot be canonicalised or read as a plan."""
+
+    code: ClassVar[str] = "invalid_manifest"
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"invalid manifest: {self.reason}"
+
+
+@dataclass(eq=False)
+class InvalidUpgradeEdge(DomainError):
+    """An upgrade edge that maps nothing, repeats a step, or points at itself."""
+
+    code: ClassVar[str] = "invalid_upgrade_edge"
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"invalid definition upgrade: {self.reason}"
+
+
+@dataclass(eq=False)
 class InvalidTimestampOrder(DomainError):
     code: ClassVar[str] = "invalid_timestamp_order"
 
@@ -760,6 +797,18 @@ class UnsupportedCapability(RepositoryError):
     @property
     def message(self) -> str:
         return f"the adapter does not support {self.capability.value}"
+
+
+@dataclass(eq=False)
+class DefinitionNotFound(NotFound):
+    """SPEC §9: an unknown definition digest."""
+
+    code: ClassVar[str] = "definition_not_found"
+    digest: str
+
+    @property
+    def message(self) -> str:
+        return f"definition {self.digest[:12]}… was not found"
 
 
 @dataclass(eq=False)

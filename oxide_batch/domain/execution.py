@@ -181,7 +181,9 @@ class JobExecution(_Execution):
     job_instance_id: int
     job_name: str
     attempt: int
+    definition_id: int
     restart_of_id: int | None = None
+    upgrade_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ class NameKind(enum.Enum):
     EXIT_CODE = ("exit code", 64)
     NODE = ("node id", 128)
     REVISION = ("definition revision", 128)
+    UPGRADE_KEY = ("upgrade key", 128)
+    STATE_SCHEMA = ("state schema", 128)
 
     def __init__(self, label: str, max_bytes: int) -> None:
         self.label = label

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from oxide_batch import models
-from oxide_batch.domain.errors import JobExecutionNotFound, JobInstanceNotFound
+from oxide_batch.domain.errors import (
+    IncompatibleDefinition,
+    JobExecutionNotFound,
+    JobInstanceNotFound,
+)
 from oxide_batch.domain.execution import (
     JobExecution,
     JobInstance,
@@ -23,6 +27,7 @@ from oxide_batch.domain.recovery import (
     RecoveryResult,
     recovered_execution,
 )
+from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
     DECISION_COLUMNS,
     INSTANCE_COLUMNS,
@@ -34,13 +39,13 @@ from oxide_batch.repository.records import (
     metadata_columns,
     parameters_to_json,
 )
-from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
+from oxide_batch.repository.unit_of_work import operation
 
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
 
 
-class ExecutionOperations(UnitOfWorkBase):
+class ExecutionOperations(DefinitionOperations):
     """Launch, restart, lifecycle CAS and recovery of job executions."""
 
     @operation
@@ -85,11 +90,17 @@ class ExecutionOperations(UnitOfWorkBase):
         return instance_from_row(row)
 
     @operation
-    def create_job_execution(self, job_instance_id: int) -> JobExecution:
+    def create_job_execution(
+        self, job_instance_id: int, *, definition_digest: str | None = None
+    ) -> JobExecution:
         """A new attempt of the instance, under a lock on the instance row.
 
         Raises ``CompletedInstance``, ``AbandonedInstance`` or
-        ``ExecutionAlreadyActive`` from the latest attempt's status.
+        ``ExecutionAlreadyActive`` from the latest attempt's status. Without a
+        digest the attempt keeps the latest attempt's definition (the legacy
+        definition for a first attempt); a different definition needs an upgrade
+        edge from the latest attempt's (``IncompatibleDefinition``), and the
+        attempt records the edge it used.
         """
         pk = self._id(JOB_INSTANCE, job_instance_id)
         instance = self._lock_row(models.JobInstance, pk, ("id", "job_name"))
@@ -105,11 +116,16 @@ class ExecutionOperations(UnitOfWorkBase):
         latest = None if latest_row is None else job_execution_from_row(latest_row)
         now = self.now()
         attempt = plan_new_attempt(pk, latest, now)
+        definition_id, upgrade_id = self._bind_definition(
+            pk, instance["job_name"], latest, definition_digest
+        )
         row = models.JobExecution.objects.using(self._using).create(
             job_instance_id=pk,
             job_name=instance["job_name"],
             attempt=attempt.attempt,
             restart_of_id=attempt.restart_of_id,
+            definition_id=definition_id,
+            upgrade_id=upgrade_id,
             **metadata_columns(attempt.metadata, 0, now),
         )
         return JobExecution(
@@ -120,8 +136,35 @@ class ExecutionOperations(UnitOfWorkBase):
             job_instance_id=pk,
             job_name=instance["job_name"],
             attempt=attempt.attempt,
+            definition_id=definition_id,
             restart_of_id=attempt.restart_of_id,
+            upgrade_id=upgrade_id,
         )
+
+    def _bind_definition(
+        self,
+        instance_id: int,
+        job_name: str,
+        latest: JobExecution | None,
+        digest: str | None,
+    ) -> tuple[int, int | None]:
+        """(definition id, upgrade edge id) of a new attempt."""
+        if digest is None:
+            if latest is None:
+                return self._legacy_definition_id(), None
+            return latest.definition_id, None
+        proposed = self.get_definition(digest, job_name=job_name).id
+        if latest is None or latest.definition_id == proposed:
+            return proposed, None
+        edge = (
+            models.DefinitionUpgrade.objects.using(self._using)
+            .filter(from_definition=latest.definition_id, to_definition=proposed)
+            .values_list("id", flat=True)
+            .first()
+        )
+        if edge is None:
+            raise IncompatibleDefinition(instance_id=instance_id)
+        return proposed, edge
 
     @operation
     def get_job_execution(self, job_execution_id: int) -> JobExecution:

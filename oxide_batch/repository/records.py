@@ -46,6 +46,8 @@ JOB_EXECUTION_COLUMNS = (
     "job_name",
     "attempt",
     "restart_of_id",
+    "definition_id",
+    "upgrade_id",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
@@ -119,7 +121,9 @@ def job_execution_from_row(row: Row) -> JobExecution:
         job_instance_id=row["job_instance_id"],
         job_name=row["job_name"],
         attempt=row["attempt"],
+        definition_id=row["definition_id"],
         restart_of_id=row["restart_of_id"],
+        upgrade_id=row["upgrade_id"],
     )
 
 

@@ -208,10 +208,11 @@ class UnitOfWorkBase:
         self,
         model: type[models.Model],
         values: Mapping[str, Any],
-        conflict_fields: tuple[str, ...],
+        conflict_fields: tuple[str, ...] = (),
     ) -> int | None:
         """``INSERT … ON CONFLICT DO NOTHING RETURNING id``: the new id, or ``None``
-        when a row with the same ``conflict_fields`` exists (race-free, one statement)."""
+        when the row would violate a unique constraint (on ``conflict_fields`` when
+        given, on any otherwise) — race-free, one statement."""
         connection = self._connection
         meta = model._meta
         quote = connection.ops.quote_name
@@ -226,11 +227,13 @@ class UnitOfWorkBase:
             field = column(name)
             columns.append(quote(field.column))
             params.append(field.get_db_prep_save(value, connection))
-        conflict = ", ".join(quote(column(name).column) for name in conflict_fields)
+        target = ""
+        if conflict_fields:
+            target = "(" + ", ".join(quote(column(name).column) for name in conflict_fields) + ") "
         sql = (
             f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
             f"VALUES ({', '.join(['%s'] * len(columns))}) "
-            f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {quote(column(meta.pk.name).column)}"
+            f"ON CONFLICT {target}DO NOTHING RETURNING {quote(column(meta.pk.name).column)}"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

@@ -23,7 +23,7 @@ S = BatchStatus
 
 def test_a_lock_timeout_is_a_concurrent_modification_and_poisons_the_uow(repo):
     execution = launch(repo)
-    locked, release = threading.Event(), threading.Event()
+    locked, release, committed = threading.Event(), threading.Event(), threading.Event()
 
     def holder():
         with repo.begin() as uow:
@@ -31,6 +31,7 @@ def test_a_lock_timeout_is_a_concurrent_modification_and_poisons_the_uow(repo):
             locked.set()
             release.wait(10)
             uow.commit()
+        committed.set()
 
     def contender():
         locked.wait(10)
@@ -45,6 +46,7 @@ def test_a_lock_timeout_is_a_concurrent_modification_and_poisons_the_uow(repo):
             with pytest.raises(ConcurrentModification):
                 uow.commit()
         # The same connection serves the next unit of work.
+        committed.wait(10)
         with repo.begin() as retry:
             return retry.get_job_execution(execution.id)
 

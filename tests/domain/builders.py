@@ -77,4 +77,5 @@ def job_execution(
         job_instance_id=instance_id,
         job_name="daily_import",
         attempt=attempt,
+        definition_id=1,
     )

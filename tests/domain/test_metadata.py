@@ -294,6 +294,7 @@ def test_execution_records_expose_structured_metadata():
         job_instance_id=10,
         job_name="daily_import",
         attempt=1,
+        definition_id=1,
     )
     step = StepExecution(
         id=12,
@@ -327,6 +328,7 @@ def test_with_state_replaces_metadata_version_and_update_time_only():
         job_instance_id=10,
         job_name="daily_import",
         attempt=2,
+        definition_id=1,
         restart_of_id=9,
     )
     started = dataclasses.replace(

@@ -194,7 +194,9 @@ class TestDatabaseConstraints:
 
     def _insert(self, instance_id: int, **overrides):
         now = models.JobInstance.objects.get(pk=instance_id).created_at
+        existing = models.JobExecution.objects.filter(job_instance_id=instance_id).get(attempt=1)
         values = {
+            "definition_id": existing.definition_id,
             "job_instance_id": instance_id,
             "job_name": "import_job",
             "attempt": 2,

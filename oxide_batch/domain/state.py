@@ -1,0 +1,167 @@
+"""Durable state envelopes: step checkpoints, execution contexts, partition contexts.
+
+An envelope is ``{schema, schema_version (>= 1), payload (a JSON object)}``. It
+is stored as its canonical bytes with a SHA-256 checksum and verified on every
+read: anything that does not verify fails closed (the caller raises
+``fault_state_corrupt`` or ``partition_state_corrupt``), never guesses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oxide_batch.domain.canonical import (
+    CanonicalJsonError,
+    canonical_bytes,
+    depth,
+    parse_strict,
+    sha256_hex,
+)
+from oxide_batch.domain.errors import DomainError, InvalidEnvelope
+from oxide_batch.domain.names import NameKind, validate_name
+
+DEFAULT_MAX_BYTES = 64 * 1024
+DEFAULT_MAX_DEPTH = 16
+CEILING_MAX_BYTES = 1024 * 1024
+CEILING_MAX_DEPTH = 64
+PARTITION_CONTEXT_MAX_BYTES = 4 * 1024
+MAX_SCHEMA_VERSION = 2**31 - 1
+
+
+class EnvelopeKind(enum.StrEnum):
+    CHECKPOINT = "checkpoint"
+    CONTEXT = "context"
+    PARTITION_CONTEXT = "partition context"
+
+
+@dataclass(frozen=True)
+class StateLimits:
+    """Size (canonical bytes) and depth (the envelope root counts as 1) bounds."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_bytes <= CEILING_MAX_BYTES:
+            raise ValueError(f"max_bytes must be 1..{CEILING_MAX_BYTES}")
+        if not 1 <= self.max_depth <= CEILING_MAX_DEPTH:
+            raise ValueError(f"max_depth must be 1..{CEILING_MAX_DEPTH}")
+
+
+PARTITION_CONTEXT_LIMITS = StateLimits(PARTITION_CONTEXT_MAX_BYTES, DEFAULT_MAX_DEPTH)
+_MEMBERS = frozenset({"schema", "schema_version", "payload"})
+
+
+@dataclass(frozen=True, repr=False)
+class StateEnvelope:
+    """A validated envelope. Its repr never shows the payload."""
+
+    schema: str
+    schema_version: int
+    payload: Mapping[str, Any]
+
+    def __repr__(self) -> str:
+        return (
+            f"StateEnvelope(schema={self.schema!r}, schema_version={self.schema_version}, "
+            "payload=<redacted>)"
+        )
+
+    @classmethod
+    def from_json(
+        cls, raw: Any, *, kind: EnvelopeKind, limits: StateLimits = StateLimits()
+    ) -> StateEnvelope:
+        """Validate a decoded JSON value; ``InvalidEnvelope`` names what is wrong."""
+        if not isinstance(raw, Mapping) or set(raw) != _MEMBERS:
+            raise InvalidEnvelope(
+                kind=kind.value, reason="expected {schema, schema_version, payload}"
+            )
+        schema, version, payload = raw["schema"], raw["schema_version"], raw["payload"]
+        if not isinstance(schema, str):
+            raise InvalidEnvelope(kind=kind.value, reason="schema must be a string")
+        try:
+            validate_name(schema, NameKind.STATE_SCHEMA)
+        except DomainError as error:
+            raise InvalidEnvelope(kind=kind.value, reason=str(error)) from None
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidEnvelope(kind=kind.value, reason="schema_version must be an integer")
+        if not 1 <= version <= MAX_SCHEMA_VERSION:
+            raise InvalidEnvelope(kind=kind.value, reason="schema_version must be at least 1")
+        if not isinstance(payload, Mapping):
+            raise InvalidEnvelope(kind=kind.value, reason="payload must be a JSON object")
+        envelope = cls(schema, version, dict(payload))
+        if 1 + depth(envelope.payload) > limits.max_depth:
+            raise InvalidEnvelope(
+                kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
+            )
+        try:
+            size = len(envelope.canonical())
+        except CanonicalJsonError as error:
+            raise InvalidEnvelope(kind=kind.value, reason=str(error)) from None
+        if size > limits.max_bytes:
+            raise InvalidEnvelope(kind=kind.value, reason=f"larger than {limits.max_bytes} bytes")
+        return envelope
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "schema_version": self.schema_version,
+            "payload": dict(self.payload),
+        }
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.as_json())
+
+    @property
+    def checksum(self) -> str:
+        return sha256_hex(self.canonical())
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """What a row holds for one envelope: its canonical text and checksum."""
+
+    text: str
+    checksum: str
+
+    @classmethod
+    def of(cls, envelope: StateEnvelope) -> StoredState:
+        data = envelope.canonical()
+        return cls(data.decode("utf-8"), sha256_hex(data))
+
+
+class StoredStateCorrupt(Exception):
+    """A stored envelope that does not verify (the caller maps it to its kind)."""
+
+
+def load_stored(text: str, checksum: str, *, kind: EnvelopeKind) -> StateEnvelope:
+    """Verify the checksum over the stored bytes, then re-validate the envelope.
+
+    Raises ``StoredStateCorrupt`` for any mismatch or malformed content.
+    """
+    data = text.encode("utf-8")
+    if sha256_hex(data) != checksum:
+        raise StoredStateCorrupt("checksum mismatch")
+    try:
+        envelope = StateEnvelope.from_json(
+            parse_strict(data),
+            kind=kind,
+            limits=StateLimits(CEILING_MAX_BYTES, CEILING_MAX_DEPTH),
+        )
+    except (CanonicalJsonError, InvalidEnvelope) as error:
+        raise StoredStateCorrupt(str(error)) from None
+    if envelope.canonical() != data:
+        raise StoredStateCorrupt("stored bytes are not canonical")
+    return envelope
+
+
+@dataclass(frozen=True)
+class StateDescriptor:
+    """What may be shown without the payload: schema, version, size, checksum state."""
+
+    schema: str
+    schema_version: int
+    size: int
+    checksum_ok: bool
