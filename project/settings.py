@@ -84,6 +84,11 @@ WSGI_APPLICATION = "project.wsgi.application"
 STATEMENT_TIMEOUT = parse_duration(os.environ.get("OXIDE_BATCH_STATEMENT_TIMEOUT", "30s"))
 LOCK_TIMEOUT = parse_duration(os.environ.get("OXIDE_BATCH_LOCK_TIMEOUT", "5s"))
 
+# Checkpoint and context envelopes: canonical bytes and JSON depth (hard
+# ceilings 1 MiB and 64, enforced by the domain).
+OXIDE_BATCH_STATE_MAX_BYTES = int(os.environ.get("OXIDE_BATCH_STATE_MAX_BYTES", 64 * 1024))
+OXIDE_BATCH_STATE_MAX_DEPTH = int(os.environ.get("OXIDE_BATCH_STATE_MAX_DEPTH", 16))
+
 
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")

@@ -15,13 +15,19 @@ from datetime import datetime
 from oxide_batch.domain.errors import (
     FailedTransitionMissingFailure,
     IllegalTransition,
+    InvalidState,
     InvalidTransitionTime,
     NotRestartable,
     RestartRequiresNewAttempt,
     StaleVersion,
     VersionExhausted,
 )
-from oxide_batch.domain.execution import ExecutionMetadata, ExecutionTimestamps, FailureSummary
+from oxide_batch.domain.execution import (
+    ExecutionCounts,
+    ExecutionMetadata,
+    ExecutionTimestamps,
+    FailureSummary,
+)
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.domain.status import BatchStatus
 
@@ -124,6 +130,23 @@ def compare_and_transition(
     validate_expected_version(expected_version, version)
     updated = transition_metadata(metadata, transition)
     return updated, next_version(version)
+
+
+def compare_and_commit_chunk(
+    metadata: ExecutionMetadata,
+    version: int,
+    expected_version: int,
+    delta: ExecutionCounts,
+    *,
+    execution_id: int,
+) -> tuple[ExecutionMetadata, int]:
+    """A chunk commit: version check, then the step must be STARTED
+    (``InvalidState``); the chunk's count deltas are added (``CountExhausted``)."""
+    validate_expected_version(expected_version, version)
+    if metadata.status is not S.STARTED:
+        raise InvalidState(id=execution_id, status=metadata.status)
+    counts = metadata.counts.plus(delta)
+    return dataclasses.replace(metadata, counts=counts), next_version(version)
 
 
 def compare_and_enrich(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import DatabaseError
 
 from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
+from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
@@ -23,13 +25,24 @@ class DjangoUnitOfWork(ExecutionOperations, StepOperations):
 class DjangoJobRepository:
     """The job repository on Django's ORM (PostgreSQL or SQLite)."""
 
-    def __init__(self, clock: Clock | None = None, *, using: str = "default") -> None:
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        using: str = "default",
+        state_limits: StateLimits | None = None,
+    ) -> None:
+        """``state_limits`` bound checkpoints and contexts (default: the
+        ``OXIDE_BATCH_STATE_MAX_BYTES`` / ``OXIDE_BATCH_STATE_MAX_DEPTH`` settings)."""
         self.clock: Clock = clock or SystemClock()
         self.using = using
+        self.state_limits = state_limits or StateLimits(
+            settings.OXIDE_BATCH_STATE_MAX_BYTES, settings.OXIDE_BATCH_STATE_MAX_DEPTH
+        )
 
     def begin(self) -> DjangoUnitOfWork:
         """A new unit of work; it opens its transaction when entered."""
-        return DjangoUnitOfWork(clock=self.clock, using=self.using)
+        return DjangoUnitOfWork(clock=self.clock, using=self.using, state_limits=self.state_limits)
 
     def descriptor(self) -> RepositoryDescriptor:
         """The capability descriptor of the connected schema.

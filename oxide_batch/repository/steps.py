@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
 from oxide_batch import models
+from oxide_batch.domain.canonical import parse_strict
 from oxide_batch.domain.errors import (
+    FaultStateCorrupt,
+    InvalidDefinitionUpgrade,
     InvalidState,
     JobExecutionNotFound,
+    RestartStateNotFound,
     StepExecutionExists,
     StepExecutionNotFound,
 )
-from oxide_batch.domain.execution import ExecutionMetadata, StepExecution
+from oxide_batch.domain.execution import (
+    COUNT_FIELDS,
+    ExecutionCounts,
+    ExecutionMetadata,
+    StepExecution,
+)
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.lifecycle import (
     LifecycleTransition,
+    compare_and_commit_chunk,
     compare_and_enrich,
     compare_and_transition,
 )
 from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.state import (
+    EnvelopeKind,
+    StateEnvelope,
+    StoredState,
+    StoredStateCorrupt,
+    load_stored,
+)
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.records import (
     STEP_EXECUTION_COLUMNS,
@@ -25,9 +46,29 @@ from oxide_batch.repository.records import (
 )
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
+STATE_COLUMNS = ("checkpoint", "checkpoint_checksum", "context", "context_checksum")
+TAKEOVER_COLUMNS = (*(f"{name}_count" for name in COUNT_FIELDS), *STATE_COLUMNS)
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
 STEP_EXECUTION = IdentifierKind.STEP_EXECUTION
 STEP_PARENT_STATUSES = frozenset({BatchStatus.STARTING, BatchStatus.STARTED})
+
+
+@dataclass(frozen=True)
+class StepState:
+    """A step with its durable state (payloads only for the checkpoint reader)."""
+
+    step: StepExecution
+    checkpoint: StateEnvelope | None
+    context: StateEnvelope | None
+
+
+def _load(row: dict[str, Any], column: str, kind: EnvelopeKind) -> StateEnvelope | None:
+    if row[column] is None:
+        return None
+    try:
+        return load_stored(row[column], row[f"{column}_checksum"], kind=kind)
+    except StoredStateCorrupt:
+        raise FaultStateCorrupt() from None
 
 
 class StepOperations(UnitOfWorkBase):
@@ -41,20 +82,83 @@ class StepOperations(UnitOfWorkBase):
 
         Locks the job execution (``FOR NO KEY UPDATE``: it is not changed, but
         its status must not move underneath). Raises ``InvalidState`` for any
-        other parent status and ``StepExecutionExists`` for a repeated name.
-        ``node_id`` defaults to the step name.
+        other parent status and ``StepExecutionExists`` for a repeated name or
+        node. ``node_id`` defaults to the step name.
+
+        In a restart attempt the step takes over counts, checkpoint and context
+        of the newest row of the same step — or of the step the attempt's upgrade
+        edge maps onto it — across all earlier attempts, and starts fresh when
+        there is none. With an edge in use: a step that has earlier state but no
+        mapping → ``InvalidDefinitionUpgrade``; a mapped source step without a
+        row → ``RestartStateNotFound``.
         """
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
         parent_id = self._id(JOB_EXECUTION, job_execution_id)
-        parent = self._lock_row(models.JobExecution, parent_id, ("job_instance_id", "status"))
+        parent = self._lock_step_parent(parent_id)
+        source = None
+        if parent["restart_of_id"] is not None:
+            source = self._restart_source(parent_id, parent, step_name)
+        return self._insert_step(parent_id, parent, step_name, node, source)
+
+    def _lock_step_parent(self, parent_id: int) -> dict[str, Any]:
+        """Lock the job execution a step is created under; it must be STARTING/STARTED."""
+        parent = (
+            models.JobExecution.objects.using(self._using)
+            .select_for_update(no_key=True, of=("self",))
+            .filter(pk=parent_id)
+            .values("job_instance_id", "status", "restart_of_id", "upgrade__step_mapping")
+            .first()
+        )
         if parent is None:
             raise JobExecutionNotFound(id=parent_id)
-        parent_status = BatchStatus(parent["status"])
-        if parent_status not in STEP_PARENT_STATUSES:
-            raise InvalidState(id=parent_id, status=parent_status)
+        status = BatchStatus(parent["status"])
+        if status not in STEP_PARENT_STATUSES:
+            raise InvalidState(id=parent_id, status=status)
+        return dict(parent)
+
+    def _restart_source(
+        self, execution_id: int, parent: dict[str, Any], step_name: str
+    ) -> dict[str, Any] | None:
+        """The earlier step row whose state a restarted step takes over."""
+        earlier = (
+            models.StepExecution.objects.using(self._using)
+            .filter(job_instance_id=parent["job_instance_id"])
+            .exclude(job_execution_id=execution_id)
+            .order_by("-id")
+        )
+        source_name = step_name
+        if parent["upgrade__step_mapping"] is not None:
+            mapping: dict[str, str] = parse_strict(parent["upgrade__step_mapping"])
+            mapped = next((s for s, t in mapping.items() if t == step_name), None)
+            if mapped is None:
+                if earlier.filter(step_name=step_name).exists():
+                    raise InvalidDefinitionUpgrade(execution_id=execution_id)
+                return None
+            source_name = mapped
+        row: dict[str, Any] | None = (
+            earlier.filter(step_name=source_name).values(*TAKEOVER_COLUMNS).first()
+        )
+        if row is None and source_name != step_name:
+            raise RestartStateNotFound(execution_id=execution_id, step_name=step_name)
+        return row
+
+    def _insert_step(
+        self,
+        parent_id: int,
+        parent: dict[str, Any],
+        step_name: str,
+        node: str,
+        source: dict[str, Any] | None,
+    ) -> StepExecution:
+        """Insert a STARTING step, taking over ``source``'s counts and state."""
         now = self.now()
         metadata = ExecutionMetadata.starting(now)
+        state: dict[str, Any] = {}
+        if source is not None:
+            counts = ExecutionCounts(*(source[f"{name}_count"] for name in COUNT_FIELDS))
+            metadata = dataclasses.replace(metadata, counts=counts)
+            state = {column: source[column] for column in STATE_COLUMNS}
         new_id = self._insert_unless_conflict(
             models.StepExecution,
             {
@@ -63,8 +167,8 @@ class StepOperations(UnitOfWorkBase):
                 "step_name": step_name,
                 "node_id": node,
                 **metadata_columns(metadata, 0, now),
+                **state,
             },
-            ("job_execution", "step_name"),
         )
         if new_id is None:
             raise StepExecutionExists(job_execution_id=parent_id, step_name=step_name)
@@ -77,6 +181,65 @@ class StepOperations(UnitOfWorkBase):
             job_execution_id=parent_id,
             step_name=step_name,
             node_id=node,
+        )
+
+    @operation
+    def commit_chunk(
+        self,
+        step_execution_id: int,
+        expected_version: int,
+        counts: ExecutionCounts,
+        *,
+        checkpoint: StateEnvelope | None = None,
+        context: StateEnvelope | None = None,
+    ) -> StepExecution:
+        """One chunk's durable progress, as one CAS on a STARTED step.
+
+        ``counts`` are the chunk's deltas, added under the lock (the result
+        carries the totals); ``checkpoint`` and ``context``, when given, replace
+        the stored envelopes (checked against the repository's limits). One
+        locking read and one write: BEGIN, SELECT … FOR NO KEY UPDATE, UPDATE,
+        COMMIT. ``StaleVersion`` first, then ``InvalidState``, ``CountExhausted``.
+        """
+        pk = self._id(STEP_EXECUTION, step_execution_id)
+        extra: dict[str, Any] = {}
+        for column, envelope, kind in (
+            ("checkpoint", checkpoint, EnvelopeKind.CHECKPOINT),
+            ("context", context, EnvelopeKind.CONTEXT),
+        ):
+            if envelope is not None:
+                checked = StateEnvelope.from_json(
+                    envelope.as_json(), kind=kind, limits=self._state_limits
+                )
+                stored = StoredState.of(checked)
+                extra[column], extra[f"{column}_checksum"] = stored.text, stored.checksum
+        return self._compare_and_swap(
+            models.StepExecution,
+            pk,
+            STEP_EXECUTION_COLUMNS,
+            step_execution_from_row,
+            lambda missing: StepExecutionNotFound(id=missing),
+            lambda current, now: compare_and_commit_chunk(
+                current.metadata, current.version, expected_version, counts, execution_id=pk
+            ),
+            extra,
+        )
+
+    @operation
+    def step_state(self, step_execution_id: int) -> StepState:
+        """The step with its latest checkpoint and context, checksums verified.
+
+        A stored envelope that does not verify → ``FaultStateCorrupt`` (fail
+        closed: never guess).
+        """
+        pk = self._id(STEP_EXECUTION, step_execution_id)
+        row = self._read_row(models.StepExecution, pk, (*STEP_EXECUTION_COLUMNS, *STATE_COLUMNS))
+        if row is None:
+            raise StepExecutionNotFound(id=pk)
+        return StepState(
+            step=step_execution_from_row(row),
+            checkpoint=_load(row, "checkpoint", EnvelopeKind.CHECKPOINT),
+            context=_load(row, "context", EnvelopeKind.CONTEXT),
         )
 
     @operation

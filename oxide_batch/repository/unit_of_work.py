@@ -20,6 +20,7 @@ from django.db import DatabaseError, connections, models, transaction
 from oxide_batch.domain.errors import RepositoryError
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, metadata_columns
 
@@ -65,9 +66,12 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
 class UnitOfWorkBase:
     """Transaction handling shared by every repository operation."""
 
-    def __init__(self, *, clock: Clock, using: str) -> None:
+    def __init__(
+        self, *, clock: Clock, using: str, state_limits: StateLimits | None = None
+    ) -> None:
         self._clock = clock
         self._using = using
+        self._state_limits = state_limits or StateLimits()
         self._state = _State.NEW
         self._fault: RepositoryError | None = None
         self._atomic: transaction.Atomic | None = None
@@ -192,16 +196,19 @@ class UnitOfWorkBase:
         from_row: Callable[[dict[str, Any]], E],
         not_found: Callable[[int], Exception],
         change: Callable[[E, datetime], tuple[ExecutionMetadata, int]],
+        extra_columns: Mapping[str, Any] | None = None,
     ) -> E:
         """The CAS every execution mutation shares: one locking read, the domain
-        rule (``change``), one write of the changed columns."""
+        rule (``change``), one write of the changed columns (plus ``extra_columns``)."""
         row = self._lock_row(model, pk, columns)
         if row is None:
             raise not_found(pk)
         current = from_row(row)
         now = self.now()
         metadata, version = change(current, now)
-        self._update(model, pk, changed_columns(row, metadata_columns(metadata, version, now)))
+        written = changed_columns(row, metadata_columns(metadata, version, now))
+        written.update(extra_columns or {})
+        self._update(model, pk, written)
         return current.with_state(metadata, version, now)
 
     def _insert_unless_conflict(
