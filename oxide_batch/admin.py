@@ -57,6 +57,8 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     list_display = ("id", "job_execution_id", "step_name", "status", "exit_code", "version")
     list_filter = ("status",)
     search_fields = ("=id", "step_name")
+    # Payloads are shown only to those allowed to (the console's checkpoint viewer).
+    exclude = ("checkpoint", "context")
 
 
 @admin.register(models.RecoveryDecision)
@@ -71,3 +73,35 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "decided_at",
     )
     exclude = ("evidence_digest",)
+
+
+@admin.register(models.JobDefinition)
+class JobDefinitionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job_name", "revision", "manifest_format", "manifest_digest")
+    search_fields = ("job_name", "=manifest_digest")
+
+
+@admin.register(models.DefinitionUpgrade)
+class DefinitionUpgradeAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job_name", "upgrade_key", "from_definition", "to_definition")
+
+
+@admin.register(models.StepPartition)
+class StepPartitionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "step_execution_id", "partition_key", "ordinal", "status", "version")
+    list_filter = ("status",)
+    exclude = ("context",)
+
+
+@admin.register(models.FlowDecision)
+class FlowDecisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "job_execution_id",
+        "sequence",
+        "source_node_id",
+        "kind",
+        "observed_outcome",
+        "target_node_id",
+        "terminal",
+    )

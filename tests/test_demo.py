@@ -23,6 +23,8 @@ def test_demo_workload_records_every_kind_of_outcome():
     assert models.StepExecution.objects.filter(status="STARTED").exists()
     unknown = models.JobExecution.objects.get(status="UNKNOWN")
     assert unknown.failure_category == "UNKNOWN_COMMIT"
+    assert not models.StepExecution.objects.filter(checkpoint__isnull=True).exists()
+    assert models.StepExecution.objects.filter(read_count__gt=0).count() > 10
 
 
 def test_demo_workload_if_empty_does_not_duplicate():

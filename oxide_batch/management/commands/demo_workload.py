@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from oxide_batch.domain import (
     BatchStatus,
+    ExecutionCounts,
     FailureCategory,
     FailureSummary,
     JobExecution,
@@ -19,7 +20,9 @@ from oxide_batch.domain import (
     JobParameter,
     LifecycleTransition,
     RecoveryRequest,
+    StepExecution,
 )
+from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 from oxide_batch.selectors import repository_is_empty
 
@@ -86,7 +89,7 @@ class Workload:
                     step.id, step.version, LifecycleTransition(S.STARTED)
                 )
                 uow.commit()
-            self.tick(40 + 25 * index)
+            step = self.chunks(step, count=3 + index)
             if target in (S.STARTED, S.STOPPING):
                 continue  # left running (a crash or a pending stop)
             failure = FailureSummary(category, next(self.failure_ids)) if category else None
@@ -97,6 +100,38 @@ class Workload:
                     step.id, step.version, LifecycleTransition(target, failure=failure)
                 )
                 uow.commit()
+
+    def chunks(self, step: StepExecution, *, count: int, size: int = 100) -> StepExecution:
+        """Commit ``count`` chunks of ``size`` items, each with its checkpoint."""
+        for _ in range(count):
+            self.tick(15)
+            position = step.counts.read + size
+            with self.repo.begin() as uow:
+                step = uow.commit_chunk(
+                    step.id,
+                    step.version,
+                    ExecutionCounts(
+                        read=size, processed=size, written=size - 2, filtered=2, committed=1
+                    ),
+                    checkpoint=StateEnvelope.from_json(
+                        {
+                            "schema": "demo.cursor",
+                            "schema_version": 1,
+                            "payload": {"position": position},
+                        },
+                        kind=EnvelopeKind.CHECKPOINT,
+                    ),
+                    context=StateEnvelope.from_json(
+                        {
+                            "schema": "demo.context",
+                            "schema_version": 2,
+                            "payload": {"file": f"part-{position // 1000:04d}.csv"},
+                        },
+                        kind=EnvelopeKind.CONTEXT,
+                    ),
+                )
+                uow.commit()
+        return step
 
     def complete(self, job: str, steps: list[str], **parameters: str | int) -> JobExecution:
         execution = self.move(self.launch(job, **parameters), S.STARTED)
