@@ -185,6 +185,18 @@ class InvalidUpgradeEdge(DomainError):
 
 
 @dataclass(eq=False)
+class InvalidStartLimit(DomainError):
+    """A start limit that is not a positive integer (the seed's ``ZeroStartLimit``)."""
+
+    code: ClassVar[str] = "invalid_start_limit"
+    maximum: int
+
+    @property
+    def message(self) -> str:
+        return f"a start limit is an integer from 1 to {self.maximum}"
+
+
+@dataclass(eq=False)
 class InvalidTimestampOrder(DomainError):
     code: ClassVar[str] = "invalid_timestamp_order"
 

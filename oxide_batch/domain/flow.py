@@ -2,8 +2,7 @@
 
 A plan is a graph of nodes and transitions; a transition's pattern is an exit
 code or a glob with ``*`` and ``?``, and the most specific matching pattern
-wins (exact before wildcards, then fewer wildcards, then manifest order), as in
-Spring Batch.
+wins (exact before wildcards, then fewer wildcards; ties as in Spring Batch).
 """
 
 from __future__ import annotations
@@ -108,6 +107,14 @@ class PlanTransition:
     def wildcards(self) -> int:
         return self.pattern.count("*") + self.pattern.count("?")
 
+    @property
+    def specificity(self) -> tuple[int, int, int, int]:
+        """Smaller is more specific: fewer wildcards (SPEC §9), then — as Spring
+        Batch's comparator — fewer ``*`` than ``?``, more literal characters, and
+        finally manifest order."""
+        literals = len(self.pattern) - self.wildcards
+        return (self.wildcards, self.pattern.count("*"), -literals, self.index)
+
     def matches(self, outcome: str) -> bool:
         return pattern_regex(self.pattern).fullmatch(outcome) is not None
 
@@ -190,7 +197,12 @@ class FlowPlan:
             source = _name(raw["source"], NameKind.NODE, "transition source")
             _require(source in nodes, f"transition source {source} names no node")
             pattern = _name(raw["pattern"], NameKind.EXIT_CODE, "transition pattern")
-            target = FlowTarget.from_json(raw["target"])
+            try:
+                target = FlowTarget.from_json(raw["target"])
+            except DomainError as error:
+                if isinstance(error, InvalidManifest):
+                    raise
+                raise InvalidManifest(reason=f"transition target: {error}") from None
             _require(
                 target.node is None or target.node in nodes,
                 f"transition target {target.node} names no node",
@@ -203,7 +215,7 @@ class FlowPlan:
         matching = [t for t in self.transitions if t.source == source and t.matches(outcome)]
         if not matching:
             return None
-        return min(matching, key=lambda t: (t.wildcards, t.index)).target
+        return min(matching, key=lambda t: t.specificity).target
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
+from oxide_batch.repository.flow import FlowOperations
 from oxide_batch.repository.schema import check_schema_version, read_schema_version
 from oxide_batch.repository.steps import StepOperations
 
@@ -18,7 +19,7 @@ from oxide_batch.repository.steps import StepOperations
 DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset()
 
 
-class DjangoUnitOfWork(ExecutionOperations, StepOperations):
+class DjangoUnitOfWork(ExecutionOperations, FlowOperations, StepOperations):
     """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""
 
 
