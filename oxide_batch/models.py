@@ -77,7 +77,21 @@ def _execution_constraints(prefix: str) -> list[models.BaseConstraint]:
     ]
 
 
-class ExecutionFields(models.Model):
+class CountFields(models.Model):
+    """The six durable counters (executions and partitions)."""
+
+    read_count = models.BigIntegerField(default=0)
+    processed_count = models.BigIntegerField(default=0)
+    written_count = models.BigIntegerField(default=0)
+    filtered_count = models.BigIntegerField(default=0)
+    committed_count = models.BigIntegerField(default=0)
+    rolled_back_count = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class ExecutionFields(CountFields):
     """Columns job and step executions share."""
 
     status = models.CharField(max_length=9, choices=STATUS_CHOICES)
@@ -92,12 +106,6 @@ class ExecutionFields(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField()
     version = models.BigIntegerField(default=0)
-    read_count = models.BigIntegerField(default=0)
-    processed_count = models.BigIntegerField(default=0)
-    written_count = models.BigIntegerField(default=0)
-    filtered_count = models.BigIntegerField(default=0)
-    committed_count = models.BigIntegerField(default=0)
-    rolled_back_count = models.BigIntegerField(default=0)
 
     class Meta:
         abstract = True
@@ -294,7 +302,7 @@ class StepExecution(ExecutionFields):
         return f"{self.step_name} (#{self.pk})"
 
 
-class StepPartition(models.Model):
+class StepPartition(CountFields):
     """One partition of a partitioned step's plan."""
 
     id = models.BigAutoField(primary_key=True)
@@ -310,12 +318,6 @@ class StepPartition(models.Model):
     status = models.CharField(max_length=9, choices=STATUS_CHOICES)
     exit_code = models.CharField(max_length=64)
     version = models.BigIntegerField(default=0)
-    read_count = models.BigIntegerField(default=0)
-    processed_count = models.BigIntegerField(default=0)
-    written_count = models.BigIntegerField(default=0)
-    filtered_count = models.BigIntegerField(default=0)
-    committed_count = models.BigIntegerField(default=0)
-    rolled_back_count = models.BigIntegerField(default=0)
     context = models.TextField(null=True, blank=True)  # noqa: DJ001
     context_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
 

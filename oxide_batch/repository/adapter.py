@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -11,15 +13,19 @@ from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
 from oxide_batch.repository.flow import FlowOperations
+from oxide_batch.repository.partitions import PartitionOperations
+from oxide_batch.repository.port import JobRepository
 from oxide_batch.repository.schema import check_schema_version, read_schema_version
 from oxide_batch.repository.steps import StepOperations
 
 # Declared only once implemented and tested; an undeclared capability is
 # treated as unavailable by runtimes (failing closed).
-DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset()
+DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(
+    {RepositoryCapability.STEP_PARTITIONS}
+)
 
 
-class DjangoUnitOfWork(ExecutionOperations, FlowOperations, StepOperations):
+class DjangoUnitOfWork(ExecutionOperations, FlowOperations, StepOperations, PartitionOperations):
     """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""
 
 
@@ -59,3 +65,9 @@ class DjangoJobRepository:
                 raise
             raise mapped from error
         return RepositoryDescriptor.of(check_schema_version(found), DECLARED_CAPABILITIES)
+
+
+if TYPE_CHECKING:
+    # mypy proves the adapter satisfies the port it documents.
+    def _satisfies_port(repository: DjangoJobRepository) -> JobRepository:
+        return repository

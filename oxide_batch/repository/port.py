@@ -8,19 +8,28 @@ until ``commit()`` succeeds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from oxide_batch.domain.definitions import DefinitionRegistration, JobDefinition, UpgradeEdge
 from oxide_batch.domain.descriptor import RepositoryDescriptor
 from oxide_batch.domain.execution import (
+    ExecutionCounts,
     JobExecution,
     JobInstance,
     JobInstanceSelection,
     StepExecution,
 )
+from oxide_batch.domain.flow import FlowDecision, FlowDecisionRequest, FlowTransitionKind
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.parameters import JobInstanceKey
+from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
 from oxide_batch.domain.recovery import RecoveryDecision, RecoveryRequest, RecoveryResult
+from oxide_batch.domain.state import StateEnvelope
+
+if TYPE_CHECKING:
+    from oxide_batch.repository.steps import StepState
 
 
 class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
@@ -32,7 +41,9 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection: ...
     def find_job_instance(self, key: JobInstanceKey) -> JobInstance | None: ...
     def get_job_instance(self, job_instance_id: int) -> JobInstance: ...
-    def create_job_execution(self, job_instance_id: int) -> JobExecution: ...
+    def create_job_execution(
+        self, job_instance_id: int, *, definition_digest: str | None = None
+    ) -> JobExecution: ...
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
     def job_executions(self, job_instance_id: int) -> list[JobExecution]: ...
     def transition_job_execution(
@@ -57,6 +68,58 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def enrich_step_exit_status(
         self, step_execution_id: int, expected_version: int, exit_code: str
     ) -> StepExecution: ...
+    def commit_chunk(
+        self,
+        step_execution_id: int,
+        expected_version: int,
+        counts: ExecutionCounts,
+        *,
+        checkpoint: StateEnvelope | None = None,
+        context: StateEnvelope | None = None,
+    ) -> StepExecution: ...
+    def step_state(self, step_execution_id: int) -> StepState: ...
+
+    def register_definition(
+        self, job_name: str, revision: str, manifest: Any
+    ) -> DefinitionRegistration: ...
+    def get_definition(self, digest: str, *, job_name: str | None = None) -> JobDefinition: ...
+    def register_definition_upgrade(self, edge: UpgradeEdge) -> bool: ...
+
+    def create_flow_step_execution(
+        self,
+        job_execution_id: int,
+        step_name: str,
+        node_id: str,
+        start_limit: int | None = None,
+    ) -> StepExecution: ...
+    def latest_flow_step(self, job_instance_id: int, node_id: str) -> StepExecution | None: ...
+    def append_flow_decision(self, request: FlowDecisionRequest) -> FlowDecision: ...
+    def find_reusable_flow_decision(
+        self,
+        job_instance_id: int,
+        node_id: str,
+        plan_fingerprint: str,
+        input_digest: str,
+        kind: FlowTransitionKind,
+    ) -> FlowDecision | None: ...
+    def flow_decisions(self, job_execution_id: int) -> list[FlowDecision]: ...
+
+    def create_step_partition_plan(
+        self, step_execution_id: int, entries: Sequence[PartitionPlanEntry]
+    ) -> list[StepPartition]: ...
+    def step_partition_plan(self, step_execution_id: int) -> list[StepPartition]: ...
+    def assign_step_partition(
+        self, partition_id: int, expected_version: int, worker_step_execution_id: int
+    ) -> StepPartition: ...
+    def complete_step_partition(
+        self, partition_id: int, expected_version: int, worker_step_execution_id: int
+    ) -> StepPartition: ...
+    def aggregate_step_partitions(
+        self, step_execution_id: int, expected_version: int
+    ) -> StepExecution: ...
+    def restart_step_partition_plan(
+        self, source_step_execution_id: int, target_step_execution_id: int
+    ) -> list[StepPartition]: ...
 
 
 class JobRepository(Protocol):

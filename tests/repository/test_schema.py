@@ -33,9 +33,9 @@ def test_migrations_record_the_supported_schema_version(repo):
 
 def test_the_descriptor_declares_only_what_is_implemented(repo):
     descriptor = repo.descriptor()
-    # Operator, ownership, hold, purge and partition capabilities come with
-    # their own issues; until then they are undeclared (fail closed).
-    assert not any(descriptor.declares(capability) for capability in RepositoryCapability)
+    # Operator, ownership, hold and purge capabilities come with their own
+    # issues; until then they are undeclared (fail closed).
+    assert descriptor.capabilities == {RepositoryCapability.STEP_PARTITIONS}
 
 
 def test_an_older_schema_requires_migration(repo):
