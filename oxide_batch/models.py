@@ -8,6 +8,8 @@ are backed by database constraints where a constraint can say them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Length
@@ -191,6 +193,11 @@ class JobInstance(models.Model):
     # so u64 values survive every JSON implementation.
     identifying_parameters = models.JSONField(default=list)
     created_at = models.DateTimeField()
+    # The retention hold (at most one): all three set, or none.
+    hold_actor = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    hold_user_id = models.BigIntegerField(null=True, blank=True)
+    hold_reason_code = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    hold_placed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_instance"
@@ -198,6 +205,19 @@ class JobInstance(models.Model):
             models.UniqueConstraint(fields=["job_name", "key_digest"], name="ob_instance_key"),
             models.CheckConstraint(
                 condition=Exact(Length("key_digest"), 64), name="ob_instance_digest_length"
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    hold_actor__isnull=True,
+                    hold_reason_code__isnull=True,
+                    hold_placed_at__isnull=True,
+                )
+                | Q(
+                    hold_actor__isnull=False,
+                    hold_reason_code__isnull=False,
+                    hold_placed_at__isnull=False,
+                ),
+                name="ob_instance_hold_complete",
             ),
         ]
         indexes = [
@@ -230,6 +250,15 @@ class JobExecution(ExecutionFields):
         related_name="+",
         help_text="the upgrade edge this attempt was launched through",
     )
+    # Operator stop request (who/when) and the owner's evidence; neither changes
+    # the version. The owner token is never shown, only whether one is recorded.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    owner_token = models.BinaryField(max_length=16, null=True, blank=True)
+    last_observed_at = models.DateTimeField(null=True, blank=True)
+    # The latest runtime write or owner observation (SPEC §9 activity), for the
+    # indexed "unresolved" query; step writes are added when a proposal is made.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_execution"
@@ -239,6 +268,11 @@ class JobExecution(ExecutionFields):
                 fields=["job_instance", "attempt"], name="ob_execution_attempt"
             ),
             models.CheckConstraint(condition=Q(attempt__gte=1), name="ob_execution_attempt_pos"),
+            models.CheckConstraint(
+                condition=Q(stop_requested_at__isnull=True, stop_requested_by__isnull=True)
+                | Q(stop_requested_at__isnull=False, stop_requested_by__isnull=False),
+                name="ob_execution_stop_pair",
+            ),
             # Backs up the instance lock: one unresolved attempt per instance.
             models.UniqueConstraint(
                 fields=["job_instance"],
@@ -251,6 +285,11 @@ class JobExecution(ExecutionFields):
             models.Index(fields=["job_name", "-created_at"], name="ob_execution_job_name"),
             models.Index(fields=["-created_at"], name="ob_execution_created"),
             models.Index(fields=["ended_at"], name="ob_execution_ended"),
+            models.Index(
+                fields=["last_activity_at"],
+                condition=Q(status__in=UNRESOLVED),
+                name="ob_execution_unresolved",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -414,7 +453,44 @@ class FlowDecision(models.Model):
         return f"decision {self.sequence} of execution {self.job_execution_id}"
 
 
-class RecoveryDecision(models.Model):
+class AppendOnlyError(Exception):
+    """An audit row was about to be changed or deleted outside audit pruning."""
+
+
+class AuditQuerySet(models.QuerySet[Any]):
+    """Refuses bulk updates and deletes; only :meth:`prune_before` deletes."""
+
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only")
+
+    def prune(self) -> int:
+        """The explicit audit-pruning path: a set-based DELETE (PostgreSQL's
+        trigger lets it through only with ``oxide_batch.audit_prune`` on)."""
+        return int(self._raw_delete(self.db))
+
+
+class AuditModel(models.Model):
+    """Append-only audit rows: the model refuses updates and deletes (SQLite's
+    guard); on PostgreSQL a trigger refuses them below the ORM as well."""
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+
+
+class RecoveryDecision(AuditModel):
     """Append-only audit of one recovery. References ids, not cascading foreign
     keys, so it outlives a purge of what it describes."""
 
@@ -426,6 +502,7 @@ class RecoveryDecision(models.Model):
     resulting_status = models.CharField(max_length=9, choices=STATUS_CHOICES)
     reason_code = models.CharField(max_length=64)
     operator_reference = models.CharField(max_length=128)
+    operator_user_id = models.BigIntegerField(null=True, blank=True)
     evidence_digest = models.CharField(max_length=64)
     decided_at = models.DateTimeField()
 
@@ -450,6 +527,118 @@ class RecoveryDecision(models.Model):
 
     def __str__(self) -> str:
         return f"recovery of execution {self.job_execution_id} at version {self.execution_version}"
+
+
+OPERATOR_ACTIONS = ["LAUNCH", "RESTART", "STOP", "ABANDON", "RECOVER"]
+RETENTION_ACTIONS = ["HOLD", "RELEASE_HOLD", "APPLY_PURGE"]
+PURGE_KINDS = (
+    "flow_decisions",
+    "step_partitions",
+    "step_executions",
+    "job_executions",
+    "job_instances",
+)
+
+
+class OperatorRequest(AuditModel):
+    """Append-only audit of one operator action (applied or rejected).
+
+    ``(action, operation_id)`` is unique: a repeated request with the same
+    request digest replays this row; another digest is ``operation_id_conflict``.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    action = models.CharField(max_length=16, choices=[(a, a) for a in OPERATOR_ACTIONS])
+    operation_id = models.CharField(max_length=64)
+    actor = models.CharField(max_length=128)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    reason_code = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    request_digest = models.CharField(max_length=64)
+    job_instance_id = models.BigIntegerField(null=True, blank=True)
+    job_execution_id = models.BigIntegerField(null=True, blank=True)
+    observed_version = models.BigIntegerField(null=True, blank=True)
+    prior_status = models.CharField(  # noqa: DJ001
+        max_length=9, choices=STATUS_CHOICES, null=True, blank=True
+    )
+    result_status = models.CharField(  # noqa: DJ001
+        max_length=9, choices=STATUS_CHOICES, null=True, blank=True
+    )
+    outcome = models.CharField(
+        max_length=8, choices=[("APPLIED", "APPLIED"), ("REJECTED", "REJECTED")]
+    )
+    changed = models.BooleanField(default=False)
+    rejection_code = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    # The refusal's structured fields, so a replay answers the same problem.
+    rejection_details = models.JSONField(null=True, blank=True)
+    requested_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_operator_request"
+        constraints = [
+            models.UniqueConstraint(fields=["action", "operation_id"], name="ob_operator_once"),
+            models.CheckConstraint(
+                condition=Q(outcome="APPLIED", rejection_code__isnull=True)
+                | Q(outcome="REJECTED", rejection_code__isnull=False),
+                name="ob_operator_rejection_code",
+            ),
+            models.CheckConstraint(
+                condition=Exact(Length("request_digest"), 64), name="ob_operator_digest_length"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job_execution_id", "-id"], name="ob_operator_execution"),
+            models.Index(fields=["-requested_at"], name="ob_operator_requested"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.operation_id} ({self.outcome})"
+
+
+class RetentionRecord(AuditModel):
+    """Append-only audit of a hold, a release or one applied purge batch."""
+
+    id = models.BigAutoField(primary_key=True)
+    action = models.CharField(max_length=16, choices=[(a, a) for a in RETENTION_ACTIONS])
+    operation_id = models.CharField(max_length=64)
+    actor = models.CharField(max_length=128)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    reason_code = models.CharField(max_length=64)
+    request_digest = models.CharField(max_length=64)
+    job_instance_id = models.BigIntegerField(null=True, blank=True)
+    plan_digest = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    batch_bound = models.PositiveIntegerField(null=True, blank=True)
+    deleted_flow_decisions = models.BigIntegerField(default=0)
+    deleted_step_partitions = models.BigIntegerField(default=0)
+    deleted_step_executions = models.BigIntegerField(default=0)
+    deleted_job_executions = models.BigIntegerField(default=0)
+    deleted_job_instances = models.BigIntegerField(default=0)
+    changed = models.BooleanField(default=False)
+    applied_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_retention_record"
+        constraints = [
+            models.UniqueConstraint(fields=["action", "operation_id"], name="ob_retention_once"),
+            models.CheckConstraint(
+                condition=Q(
+                    action="APPLY_PURGE",
+                    plan_digest__isnull=False,
+                    batch_bound__gte=1,
+                    batch_bound__lte=1000,
+                )
+                | (
+                    ~Q(action="APPLY_PURGE") & Q(plan_digest__isnull=True, batch_bound__isnull=True)
+                ),
+                name="ob_retention_purge_fields",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job_instance_id", "-id"], name="ob_retention_instance"),
+            models.Index(fields=["-applied_at"], name="ob_retention_applied"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.operation_id}"
 
 
 class SchemaVersion(models.Model):

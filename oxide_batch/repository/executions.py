@@ -126,6 +126,7 @@ class ExecutionOperations(DefinitionOperations):
             restart_of_id=attempt.restart_of_id,
             definition_id=definition_id,
             upgrade_id=upgrade_id,
+            last_activity_at=now,
             **metadata_columns(attempt.metadata, 0, now),
         )
         return JobExecution(
@@ -200,6 +201,7 @@ class ExecutionOperations(DefinitionOperations):
             lambda current, now: compare_and_transition(
                 current.metadata, current.version, expected_version, transition.stamped(now)
             ),
+            activity=True,
         )
 
     @operation
@@ -216,6 +218,7 @@ class ExecutionOperations(DefinitionOperations):
             lambda current, now: compare_and_enrich(
                 current.metadata, current.version, expected_version, exit_code
             ),
+            activity=True,
         )
 
     @operation

@@ -6,7 +6,7 @@ from django.db import connections
 
 from oxide_batch.domain.errors import MigrationRequired, NewerSchema, SchemaUninitialized
 
-SUPPORTED_SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSION = 3
 SCHEMA_VERSION_TABLE = "ob_schema_version"
 
 

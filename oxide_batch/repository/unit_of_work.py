@@ -197,9 +197,15 @@ class UnitOfWorkBase:
         not_found: Callable[[int], Exception],
         change: Callable[[E, datetime], tuple[ExecutionMetadata, int]],
         extra_columns: Mapping[str, Any] | None = None,
+        *,
+        activity: bool = False,
     ) -> E:
         """The CAS every execution mutation shares: one locking read, the domain
-        rule (``change``), one write of the changed columns (plus ``extra_columns``)."""
+        rule (``change``), one write of the changed columns (plus ``extra_columns``).
+
+        ``activity`` marks a runtime write of a job execution (SPEC §9): it moves
+        ``last_activity_at`` to the write time.
+        """
         row = self._lock_row(model, pk, columns)
         if row is None:
             raise not_found(pk)
@@ -208,6 +214,8 @@ class UnitOfWorkBase:
         metadata, version = change(current, now)
         written = changed_columns(row, metadata_columns(metadata, version, now))
         written.update(extra_columns or {})
+        if activity:
+            written["last_activity_at"] = now
         self._update(model, pk, written)
         return current.with_state(metadata, version, now)
 
