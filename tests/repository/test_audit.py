@@ -80,9 +80,12 @@ def test_the_models_refuse_updates_and_deletes(make):
 def test_the_trigger_refuses_raw_sql_updates_and_deletes(make, statement):
     row = make()
     table = type(row)._meta.db_table
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(statement.format(table=table))
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement.format(table=table))
     assert type(row).objects.filter(pk=row.pk).exists()
 
 

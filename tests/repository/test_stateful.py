@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -339,7 +339,6 @@ class RepositoryMachine(RuleBasedStateMachine):
     def check_outcome(
         operation: str, expected: OxideBatchError | None, result: Any, error: Any
     ) -> None:
-        event(f"{operation}: {type(expected).__name__ if expected else 'ok'}")
         if expected is None:
             assert error is None, f"{operation}: model expects success, repository raised {error!r}"
             return
