@@ -824,6 +824,63 @@ class DefinitionNotFound(NotFound):
 
 
 @dataclass(eq=False)
+class OperationIdConflict(RepositoryError):
+    """The operation id was already used for a different request."""
+
+    code: ClassVar[str] = "operation_id_conflict"
+    action: str
+    operation_id: str
+
+    @property
+    def message(self) -> str:
+        return f"operation id {self.operation_id} was already used for another {self.action}"
+
+
+@dataclass(eq=False)
+class ExecutionNotStale(RepositoryError):
+    """Recovery of an active execution that is not inactive long enough."""
+
+    code: ClassVar[str] = "execution_not_stale"
+    id: int
+    inactive_seconds: int
+    threshold_seconds: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"job execution {self.id} was active {self.inactive_seconds}s ago; recovery "
+            f"needs more than {self.threshold_seconds}s of inactivity"
+        )
+
+
+@dataclass(eq=False)
+class RecoveryEvidenceStale(RepositoryError):
+    """The evidence changed since the proposal the operator saw."""
+
+    code: ClassVar[str] = "recovery_evidence_stale"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"the recovery evidence of job execution {self.id} changed; read a new proposal"
+
+
+@dataclass(eq=False)
+class UnresolvedRecoveryRequired(RepositoryError):
+    """MARK_FAILED of an unknown commit needs the reason UNKNOWN_EFFECT."""
+
+    code: ClassVar[str] = "unresolved_recovery_required"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"job execution {self.id} may have committed an unknown effect: marking it "
+            "FAILED needs the reason code UNKNOWN_EFFECT"
+        )
+
+
+@dataclass(eq=False)
 class StepExecutionExists(RepositoryError):
     """SPEC §9: a repeated step name within one job execution."""
 
