@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -934,3 +935,29 @@ class Unavailable(RepositoryError):
     @property
     def message(self) -> str:
         return "repository is unavailable"
+
+
+def error_classes() -> dict[str, type[OxideBatchError]]:
+    """Every concrete error class by its ``code``."""
+    found: dict[str, type[OxideBatchError]] = {}
+    pending: list[type[OxideBatchError]] = [OxideBatchError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "code" in vars(cls):
+            found[cls.code] = cls
+    return found
+
+
+def rebuild_error(code: str, details: dict[str, Any]) -> OxideBatchError:
+    """The error ``code`` with ``details`` (as ``details()`` gave them), e.g. to
+    replay a recorded refusal as the same problem."""
+    cls = error_classes()[code]
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in dataclasses.fields(cls):
+        value = details.get(field.name)
+        if hints.get(field.name) is BatchStatus and value is not None:
+            value = BatchStatus(value)
+        values[field.name] = value
+    return cls(**values)

@@ -9,6 +9,7 @@ from django.db import DatabaseError
 
 from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
 from oxide_batch.domain.state import StateLimits
+from oxide_batch.repository.audit import AuditOperations
 from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
@@ -25,7 +26,13 @@ DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(
 )
 
 
-class DjangoUnitOfWork(ExecutionOperations, FlowOperations, StepOperations, PartitionOperations):
+class DjangoUnitOfWork(
+    ExecutionOperations,
+    FlowOperations,
+    StepOperations,
+    PartitionOperations,
+    AuditOperations,
+):
     """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""
 
 

@@ -223,7 +223,11 @@ class ExecutionOperations(DefinitionOperations):
 
     @operation
     def recover_job_execution(
-        self, job_execution_id: int, request: RecoveryRequest
+        self,
+        job_execution_id: int,
+        request: RecoveryRequest,
+        *,
+        operator_user_id: int | None = None,
     ) -> RecoveryResult:
         """Resolve an orphaned or ambiguous execution and append its decision row.
 
@@ -251,6 +255,7 @@ class ExecutionOperations(DefinitionOperations):
             resulting_status=recovered.status.value,
             reason_code=request.reason_code,
             operator_reference=request.operator_reference,
+            operator_user_id=operator_user_id,
             evidence_digest=request.evidence_digest.hex(),
             decided_at=now,
         )

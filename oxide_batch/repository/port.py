@@ -23,6 +23,7 @@ from oxide_batch.domain.execution import (
 )
 from oxide_batch.domain.flow import FlowDecision, FlowDecisionRequest, FlowTransitionKind
 from oxide_batch.domain.lifecycle import LifecycleTransition
+from oxide_batch.domain.operator import OperatorAction, OperatorRecord, OperatorRecordDraft
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
 from oxide_batch.domain.recovery import RecoveryDecision, RecoveryRequest, RecoveryResult
@@ -53,9 +54,18 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         self, job_execution_id: int, expected_version: int, exit_code: str
     ) -> JobExecution: ...
     def recover_job_execution(
-        self, job_execution_id: int, request: RecoveryRequest
+        self,
+        job_execution_id: int,
+        request: RecoveryRequest,
+        *,
+        operator_user_id: int | None = None,
     ) -> RecoveryResult: ...
     def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None: ...
+
+    def find_operator_request(
+        self, action: OperatorAction, operation_id: str
+    ) -> OperatorRecord | None: ...
+    def append_operator_request(self, draft: OperatorRecordDraft) -> OperatorRecord | None: ...
 
     def create_step_execution(
         self, job_execution_id: int, step_name: str, *, node_id: str | None = None
