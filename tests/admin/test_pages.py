@@ -17,6 +17,10 @@ MODELS = {
     "jobexecution": models.JobExecution,
     "stepexecution": models.StepExecution,
     "recoverydecision": models.RecoveryDecision,
+    "jobdefinition": models.JobDefinition,
+    "definitionupgrade": models.DefinitionUpgrade,
+    "steppartition": models.StepPartition,
+    "flowdecision": models.FlowDecision,
 }
 
 

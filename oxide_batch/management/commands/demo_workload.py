@@ -1,6 +1,7 @@
 """Drive a realistic workload through the repository so a first look at the
 console shows real data: completed runs, a failure and its restart, a crash
-left STARTED, an unknown commit, a cooperative stop, an audited recovery."""
+left STARTED, an unknown commit, a cooperative stop, an audited recovery, and a
+flow job whose partitioned step fails and is restarted."""
 
 from __future__ import annotations
 
@@ -10,136 +11,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from oxide_batch.domain import (
-    BatchStatus,
-    ExecutionCounts,
-    FailureCategory,
-    FailureSummary,
-    JobExecution,
-    JobInstanceKey,
-    JobParameter,
-    LifecycleTransition,
-    RecoveryRequest,
-    StepExecution,
-)
-from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
-from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.demo.partitioned import run_partitioned_flow
+from oxide_batch.demo.workload import Workload
+from oxide_batch.domain import BatchStatus, FailureCategory, RecoveryRequest
 from oxide_batch.selectors import repository_is_empty
 
 S = BatchStatus
-
-
-class Workload:
-    """A scripted runtime: every write is one unit of work through the repository."""
-
-    def __init__(self, start: datetime) -> None:
-        self.clock = FixedClock(start)
-        self.repo = DjangoJobRepository(self.clock)
-        self.failure_ids = iter(range(9001, 10_000))
-
-    def tick(self, seconds: float) -> None:
-        self.clock.advance(timedelta(seconds=seconds))
-
-    def launch(self, job: str, **parameters: str | int) -> JobExecution:
-        key = JobInstanceKey.of(
-            job,
-            [JobParameter.from_json(name, value) for name, value in sorted(parameters.items())],
-        )
-        with self.repo.begin() as uow:
-            instance = uow.select_or_create_job_instance(key).instance
-            execution = uow.create_job_execution(instance.id)
-            uow.commit()
-        return execution
-
-    def restart(self, execution: JobExecution) -> JobExecution:
-        with self.repo.begin() as uow:
-            restarted = uow.create_job_execution(execution.job_instance_id)
-            uow.commit()
-        return restarted
-
-    def move(
-        self,
-        execution: JobExecution,
-        target: BatchStatus,
-        *,
-        category: FailureCategory | None = None,
-    ) -> JobExecution:
-        failure = FailureSummary(category, next(self.failure_ids)) if category else None
-        with self.repo.begin() as uow:
-            moved = uow.transition_job_execution(
-                execution.id, execution.version, LifecycleTransition(target, failure=failure)
-            )
-            uow.commit()
-        return moved
-
-    def run_steps(
-        self,
-        execution: JobExecution,
-        names: list[str],
-        *,
-        last: BatchStatus = S.COMPLETED,
-        category: FailureCategory | None = None,
-    ) -> None:
-        """Start each step, run it for a while and end it; the last one ends in ``last``."""
-        for index, name in enumerate(names):
-            target = last if index == len(names) - 1 else S.COMPLETED
-            with self.repo.begin() as uow:
-                step = uow.create_step_execution(execution.id, name)
-                step = uow.transition_step_execution(
-                    step.id, step.version, LifecycleTransition(S.STARTED)
-                )
-                uow.commit()
-            step = self.chunks(step, count=3 + index)
-            if target in (S.STARTED, S.STOPPING):
-                continue  # left running (a crash or a pending stop)
-            failure = FailureSummary(category, next(self.failure_ids)) if category else None
-            with self.repo.begin() as uow:
-                if target is S.COMPLETED:
-                    step = uow.enrich_step_exit_status(step.id, step.version, "COMPLETED")
-                uow.transition_step_execution(
-                    step.id, step.version, LifecycleTransition(target, failure=failure)
-                )
-                uow.commit()
-
-    def chunks(self, step: StepExecution, *, count: int, size: int = 100) -> StepExecution:
-        """Commit ``count`` chunks of ``size`` items, each with its checkpoint."""
-        for _ in range(count):
-            self.tick(15)
-            position = step.counts.read + size
-            with self.repo.begin() as uow:
-                step = uow.commit_chunk(
-                    step.id,
-                    step.version,
-                    ExecutionCounts(
-                        read=size, processed=size, written=size - 2, filtered=2, committed=1
-                    ),
-                    checkpoint=StateEnvelope.from_json(
-                        {
-                            "schema": "demo.cursor",
-                            "schema_version": 1,
-                            "payload": {"position": position},
-                        },
-                        kind=EnvelopeKind.CHECKPOINT,
-                    ),
-                    context=StateEnvelope.from_json(
-                        {
-                            "schema": "demo.context",
-                            "schema_version": 2,
-                            "payload": {"file": f"part-{position // 1000:04d}.csv"},
-                        },
-                        kind=EnvelopeKind.CONTEXT,
-                    ),
-                )
-                uow.commit()
-        return step
-
-    def complete(self, job: str, steps: list[str], **parameters: str | int) -> JobExecution:
-        execution = self.move(self.launch(job, **parameters), S.STARTED)
-        self.run_steps(execution, steps)
-        with self.repo.begin() as uow:
-            execution = uow.enrich_job_exit_status(execution.id, execution.version, "COMPLETED")
-            uow.commit()
-        return self.move(execution, S.COMPLETED)
 
 
 class Command(BaseCommand):
@@ -202,6 +79,9 @@ class Command(BaseCommand):
                 ),
             )
             uow.commit()
+
+        # A flow job whose partitioned step fails in one region, then is restarted.
+        run_partitioned_flow(work)
 
         # Something running right now.
         work.clock.set(now - timedelta(minutes=2))

@@ -1,0 +1,1 @@
+"""Demo data: realistic workloads driven through the repository."""
