@@ -5,10 +5,15 @@ operations — instance selection, launch/restart, job and step transitions,
 exit-status enrichment, step creation and evidence-based recovery — each in its
 own unit of work (committed on success, rolled back on error). A plain-Python
 model written here from SPEC §2.1 (lifecycle table), §2.2 (launch/restart),
-§2.3 (step creation) and §2.5 (repository-level recovery) predicts every outcome:
-success or the exact error (class and fields), and the resulting state. After
-every step an invariant re-reads everything from the repository in a fresh unit
-of work and compares it with the model.
+§2.3 (step creation, including the counts a restarted step takes over), §2.5
+(repository-level recovery) and §9 predicts every outcome: success or the exact
+error (class and fields), and the resulting state (status, version, exit code,
+timestamps, failure, counts, attempt chain). Operations on rows that do not exist
+must report not-found. After every step an invariant re-reads everything from the
+repository in a fresh unit of work and compares it with the model.
+
+The budget is bounded for the suite (SQLite and PostgreSQL); raise it with
+``OXIDE_BATCH_HYPOTHESIS_EXAMPLES``.
 
 The model deliberately does not import the domain's rule functions or its
 transition table: it has its own literal copy of the table.
@@ -74,7 +79,7 @@ T = TypeVar("T")
 R = TypeVar("R", bound="ModelRow")
 S = BatchStatus
 
-EXAMPLES = int(os.environ.get("OXIDE_BATCH_HYPOTHESIS_EXAMPLES", "50"))
+EXAMPLES = int(os.environ.get("OXIDE_BATCH_HYPOTHESIS_EXAMPLES", "40"))
 STEPS_PER_EXAMPLE = 40
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -149,7 +154,7 @@ class ModelStep(ModelRow):
     job_instance_id: int
     job_execution_id: int
     step_name: str
-    base_counts: ExecutionCounts  # what the repository gave the new row
+    base_counts: ExecutionCounts  # taken over from an earlier attempt at creation
 
     def snapshot(self) -> dict[str, Any]:
         counts = dataclasses.replace(
@@ -358,13 +363,21 @@ class RepositoryMachine(RuleBasedStateMachine):
             choices = st.one_of(choices, st.sampled_from(unresolved))
         return rows[data.draw(choices, label=label)]
 
-    def earlier_attempts_have_step(self, execution: ModelExecution, step_name: str) -> bool:
-        instance = next(i for i in self.instances.values() if i.id == execution.job_instance_id)
-        return any(
-            step_name in self.executions[other].steps
+    def takeover_counts(self, parent: ModelExecution, step_name: str) -> ExecutionCounts:
+        """SPEC §2.3/§9: a step takes over the counts of the newest row of the same step
+        across all earlier attempts of its instance, and starts from zero when there is
+        none (no definitions or upgrade edges are used here)."""
+        instance = next(i for i in self.instances.values() if i.id == parent.job_instance_id)
+        earlier = [
+            self.executions[other].steps[step_name]
             for other in instance.executions
-            if other != execution.id
-        )
+            if other != parent.id and step_name in self.executions[other].steps
+        ]
+        if not earlier:
+            return ExecutionCounts()
+        newest: ModelStep = max(earlier, key=lambda step: step.id)
+        counts: ExecutionCounts = newest.snapshot()["counts"]
+        return counts
 
     # -- rules -------------------------------------------------------------------
 
@@ -492,15 +505,13 @@ class RepositoryMachine(RuleBasedStateMachine):
             expected = InvalidState(id=parent.id, status=parent.status)
         elif name in parent.steps:
             expected = StepExecutionExists(job_execution_id=parent.id, step_name=name)
+        base_counts = self.takeover_counts(parent, name)
         step, error = self.run_unit(lambda uow: uow.create_step_execution(parent.id, name))
         self.check_outcome("create_step_execution", expected, step, error)
         if expected is not None:
             return
         assert step is not None
         assert step.id not in self.steps
-        if not self.earlier_attempts_have_step(parent, name):
-            # Nothing to take over (SPEC §2.3): a fresh step starts from zero counts.
-            assert step.counts == ExecutionCounts()
         row = ModelStep(
             id=step.id,
             status=S.STARTING,
@@ -515,7 +526,7 @@ class RepositoryMachine(RuleBasedStateMachine):
             job_instance_id=parent.job_instance_id,
             job_execution_id=parent.id,
             step_name=name,
-            base_counts=step.counts,
+            base_counts=base_counts,
         )
         parent.steps[name] = row
         self.steps[row.id] = row
@@ -715,6 +726,9 @@ class RepositoryMachine(RuleBasedStateMachine):
             assert current.created_at >= (previous.ended_at or previous.created_at)
         if executions:
             assert executions[0].restart_of_id is None
+        # SPEC §9: without a digest every attempt keeps the first attempt's definition.
+        assert len({e.definition_id for e in executions}) <= 1
+        assert all(e.upgrade_id is None for e in executions)
         unresolved = [e for e in executions if e.status in MODEL_UNRESOLVED]
         assert len(unresolved) <= 1, "at most one unresolved execution per instance"
         if unresolved:
