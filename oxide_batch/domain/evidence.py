@@ -1,0 +1,412 @@
+"""Operator control and evidence-based recovery (SPEC §2.5, §9).
+
+Stop requests and ownership evidence
+    An operator's stop request records who and when on a STARTING or STARTED
+    execution under a version check, without changing status, version or
+    activity; on STOPPING or a finished execution it is a no-op that skips the
+    version check; UNKNOWN refuses it. Ownership is evidence, never a lease: a
+    16-byte token claimed while STARTING, never shown (only "owner recorded").
+    The owner's control observation turns a pending stop into STOPPING.
+
+Recovery proposal
+    ``RecoveryEvidence`` is what the repository reads about one execution;
+    ``propose_recovery`` adds eligibility and inactivity for a given clock
+    instant, and ``check_recovery`` applies SPEC §9's check order when an
+    operator sends a recovery back.
+
+Evidence digest (``RecoveryEvidence.digest``)
+    Lowercase hex SHA-256 of ``canonical_bytes`` (compact JSON, keys sorted by
+    bytes, UTF-8) of this object::
+
+        {"v": "oxide-batch.recovery-evidence.v1",
+         "job_execution_id": <int>, "status": "<durable status code>",
+         "attempt": <int>, "version": <int>, "owner_recorded": <bool>,
+         "last_activity_at": <instant>, "last_observed_at": <instant|null>,
+         "newest_step_write_at": <instant|null>, "stop_requested_at": <instant|null>,
+         "latest_step": null | {"id": <int>, "status": "<code>", "version": <int>,
+             "checkpoint": null | {"schema": <str|null>, "schema_version": <int|null>,
+                                   "size": <int>, "intact": <bool>}},
+         "markers": {"unknown_commit": <bool>, "completed_partition": <bool>,
+                     "committed_flow_decision": <bool>}}
+
+    An instant is RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``).
+    ``size`` is the stored checkpoint's UTF-8 byte length; ``intact`` is false
+    (schema fields null) when the stored checkpoint does not verify. The clock
+    instant of the proposal and the inactivity derived from it are excluded, so
+    re-proposing unchanged evidence later gives the same digest; any durable
+    change (a chunk commit, a step transition, a stop request, an observation,
+    a version bump) changes it. This module imports no Django.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
+from oxide_batch.domain.errors import (
+    ExecutionNotStale,
+    ExecutionOwned,
+    ExecutionOwnershipNotAllowed,
+    InvalidCharacters,
+    InvalidState,
+    RecoveryEvidenceStale,
+    RecoveryNotAllowed,
+    UnresolvedRecoveryRequired,
+)
+from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.lifecycle import validate_expected_version
+from oxide_batch.domain.names import OWNER_TOKEN_BYTES
+from oxide_batch.domain.recovery import RecoveryDisposition
+from oxide_batch.domain.state import EnvelopeKind, StoredStateCorrupt, load_stored
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+S = BatchStatus
+EVIDENCE_DIGEST_VERSION = "oxide-batch.recovery-evidence.v1"
+UNKNOWN_EFFECT = "UNKNOWN_EFFECT"
+MIN_STALE_AFTER = timedelta(minutes=1)
+MAX_STALE_AFTER = timedelta(hours=24)
+DEFAULT_STALE_AFTER = timedelta(minutes=15)
+# A stop request records who/when only here; STOPPING and finished are no-ops.
+STOP_RECORDABLE = frozenset({S.STARTING, S.STARTED})
+STOP_NO_OP = frozenset({S.STOPPING, S.STOPPED, S.FAILED, S.COMPLETED, S.ABANDONED})
+CONTROL_STOPPABLE = frozenset({S.STARTING, S.STARTED})
+STALE_CHECKED = frozenset({S.STARTING, S.STARTED, S.STOPPING})
+
+
+def validate_stale_after(threshold: timedelta) -> timedelta:
+    """The stale threshold must be 1 min – 24 h (``ValueError`` otherwise)."""
+    if not MIN_STALE_AFTER <= threshold <= MAX_STALE_AFTER:
+        raise ValueError("the recovery stale threshold must be between 1 minute and 24 hours")
+    return threshold
+
+
+def validate_owner_token(token: bytes) -> bytes:
+    """An owner token is exactly 16 bytes (``InvalidCharacters`` otherwise)."""
+    if not isinstance(token, bytes) or len(token) != OWNER_TOKEN_BYTES:
+        raise InvalidCharacters(kind="owner token", allowed="exactly 16 bytes")
+    return token
+
+
+def same_token(recorded: bytes | None, token: bytes) -> bool:
+    """The full token is equal; no recorded token never matches."""
+    return recorded is not None and hmac.compare_digest(recorded, token)
+
+
+# ------------------------------------------------------------------ control values
+
+
+@dataclass(frozen=True)
+class ExecutionView:
+    """A job execution with its operator-facing control evidence.
+
+    The owner token itself is never carried: only whether one is recorded.
+    """
+
+    execution: JobExecution
+    stop_requested_at: datetime | None = None
+    stop_requested_by: str | None = None
+    owner_recorded: bool = False
+    last_observed_at: datetime | None = None
+    last_activity_at: datetime | None = None
+
+    @property
+    def id(self) -> int:
+        return self.execution.id
+
+    @property
+    def status(self) -> BatchStatus:
+        return self.execution.status
+
+    @property
+    def version(self) -> int:
+        return self.execution.version
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop_requested_at is not None
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """A stop request's outcome: ``changed`` is false for the no-op path."""
+
+    execution: ExecutionView
+    changed: bool
+
+
+@dataclass(frozen=True)
+class ExecutionControl:
+    """What the runtime learns from one control observation."""
+
+    execution: ExecutionView
+    owner_matches: bool
+    stop_requested: bool
+
+
+def stop_request_applies(execution: JobExecution, expected_version: int) -> bool:
+    """Whether a stop request records who/when (``True``) or is a no-op (``False``).
+
+    STOPPING and finished executions are no-ops without a version check;
+    UNKNOWN → ``InvalidState``; STARTING/STARTED → ``StaleVersion`` on mismatch.
+    """
+    status = execution.status
+    if status in STOP_NO_OP:
+        return False
+    if status not in STOP_RECORDABLE:
+        raise InvalidState(id=execution.id, status=status)
+    validate_expected_version(expected_version, execution.version)
+    return True
+
+
+def owner_claim_needs_write(
+    execution: JobExecution, expected_version: int, recorded: bytes | None, token: bytes
+) -> bool:
+    """Whether a claim records ``token`` (``False``: the same token is already there).
+
+    Checked in order: ``StaleVersion``; not STARTING →
+    ``ExecutionOwnershipNotAllowed``; another token recorded → ``ExecutionOwned``.
+    """
+    validate_expected_version(expected_version, execution.version)
+    if execution.status is not S.STARTING:
+        raise ExecutionOwnershipNotAllowed(id=execution.id, status=execution.status)
+    if recorded is None:
+        return True
+    if same_token(recorded, token):
+        return False
+    raise ExecutionOwned(id=execution.id)
+
+
+def observation_stops(status: BatchStatus, *, owner_matches: bool, stop_requested: bool) -> bool:
+    """The owner seeing a pending stop moves a STARTING/STARTED execution to STOPPING."""
+    return owner_matches and stop_requested and status in CONTROL_STOPPABLE
+
+
+# ------------------------------------------------------------------------ evidence
+
+
+def instant_text(instant: datetime | None) -> str | None:
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-01-01T00:00:00.000Z``."""
+    if instant is None:
+        return None
+    if instant.tzinfo is None:
+        raise ValueError("instants must be timezone-aware")
+    utc = instant.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class CheckpointEvidence:
+    """A stored checkpoint's descriptor, without its payload."""
+
+    schema: str | None
+    schema_version: int | None
+    size: int
+    intact: bool
+
+    @classmethod
+    def from_stored(cls, text: str, checksum: str | None) -> CheckpointEvidence:
+        """Describe stored envelope text; one that does not verify is ``intact=False``
+        (evidence in its own right — a proposal never fails on it)."""
+        size = len(text.encode("utf-8"))
+        try:
+            envelope = load_stored(text, checksum or "", kind=EnvelopeKind.CHECKPOINT)
+        except StoredStateCorrupt:
+            return cls(None, None, size, intact=False)
+        return cls(envelope.schema, envelope.schema_version, size, intact=True)
+
+    def encoded(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "schema_version": self.schema_version,
+            "size": self.size,
+            "intact": self.intact,
+        }
+
+
+@dataclass(frozen=True)
+class LatestStep:
+    """The execution's newest step (highest id)."""
+
+    id: int
+    status: BatchStatus
+    version: int
+    checkpoint: CheckpointEvidence | None
+
+    def encoded(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "version": self.version,
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.encoded(),
+        }
+
+
+@dataclass(frozen=True)
+class RecoveryEvidence:
+    """The durable evidence about one execution that a recovery decides on.
+
+    ``last_activity_at`` is the latest runtime write or owner observation;
+    ``newest_step_write_at`` the newest ``updated_at`` of its steps.
+    """
+
+    job_execution_id: int
+    status: BatchStatus
+    attempt: int
+    version: int
+    owner_recorded: bool
+    failure_category: FailureCategory | None
+    last_activity_at: datetime
+    last_observed_at: datetime | None
+    stop_requested_at: datetime | None
+    newest_step_write_at: datetime | None
+    latest_step: LatestStep | None
+    completed_partition: bool
+    committed_flow_decision: bool
+
+    @property
+    def unknown_commit(self) -> bool:
+        """UNKNOWN, or failure category UNKNOWN_COMMIT, or the latest step UNKNOWN."""
+        return (
+            self.status is S.UNKNOWN
+            or self.failure_category is FailureCategory.UNKNOWN_COMMIT
+            or (self.latest_step is not None and self.latest_step.status is S.UNKNOWN)
+        )
+
+    @property
+    def last_active_at(self) -> datetime:
+        """The latest of the execution's activity and its steps' writes."""
+        if self.newest_step_write_at is None:
+            return self.last_activity_at
+        return max(self.last_activity_at, self.newest_step_write_at)
+
+    def inactivity(self, now: datetime) -> timedelta:
+        """``now`` minus the last activity; never negative (a clock behind the
+        evidence reads as "just active", which is never stale)."""
+        return max(timedelta(0), now - self.last_active_at)
+
+    def encoded(self) -> dict[str, Any]:
+        """The digest's input (see the module docstring)."""
+        return {
+            "v": EVIDENCE_DIGEST_VERSION,
+            "job_execution_id": self.job_execution_id,
+            "status": self.status.value,
+            "attempt": self.attempt,
+            "version": self.version,
+            "owner_recorded": self.owner_recorded,
+            "last_activity_at": instant_text(self.last_activity_at),
+            "last_observed_at": instant_text(self.last_observed_at),
+            "newest_step_write_at": instant_text(self.newest_step_write_at),
+            "stop_requested_at": instant_text(self.stop_requested_at),
+            "latest_step": None if self.latest_step is None else self.latest_step.encoded(),
+            "markers": {
+                "unknown_commit": self.unknown_commit,
+                "completed_partition": self.completed_partition,
+                "committed_flow_decision": self.committed_flow_decision,
+            },
+        }
+
+    def digest(self) -> str:
+        """64 lowercase hex characters; independent of any clock reading."""
+        return sha256_hex(canonical_bytes(self.encoded()))
+
+
+# ------------------------------------------------------------------------ proposal
+
+
+@dataclass(frozen=True)
+class RecoveryProposal:
+    """Evidence, eligibility and the evidence digest an operator sends back.
+
+    ``reason_code`` is ``recovery_not_allowed`` or ``execution_not_stale`` when
+    not eligible, else ``None``.
+    """
+
+    evidence: RecoveryEvidence
+    eligible: bool
+    reason_code: str | None
+    inactive_for: timedelta
+    threshold: timedelta
+    evidence_digest: str
+
+    @property
+    def job_execution_id(self) -> int:
+        return self.evidence.job_execution_id
+
+    @property
+    def version(self) -> int:
+        return self.evidence.version
+
+    @property
+    def unknown_commit(self) -> bool:
+        return self.evidence.unknown_commit
+
+
+def propose_recovery(
+    evidence: RecoveryEvidence, *, now: datetime, stale_after: timedelta
+) -> RecoveryProposal:
+    """UNKNOWN is always eligible; STARTING/STARTED/STOPPING only when inactive
+    strictly longer than ``stale_after``; any other status never
+    (``recovery_not_allowed``). ``ValueError`` for a threshold outside 1 min – 24 h.
+    """
+    validate_stale_after(stale_after)
+    inactive = evidence.inactivity(now)
+    reason: str | None = None
+    if evidence.status in STALE_CHECKED:
+        if inactive <= stale_after:
+            reason = ExecutionNotStale.code
+    elif evidence.status is not S.UNKNOWN:
+        reason = RecoveryNotAllowed.code
+    return RecoveryProposal(
+        evidence=evidence,
+        eligible=reason is None,
+        reason_code=reason,
+        inactive_for=inactive,
+        threshold=stale_after,
+        evidence_digest=evidence.digest(),
+    )
+
+
+def check_recovery(
+    proposal: RecoveryProposal,
+    *,
+    expected_version: int,
+    evidence_digest_hex: str,
+    disposition: RecoveryDisposition,
+    reason_code: str,
+) -> None:
+    """Refuse a recovery in SPEC §9's order, given a proposal recomputed now.
+
+    ``StaleVersion`` → ``RecoveryNotAllowed`` → ``ExecutionNotStale`` →
+    ``RecoveryEvidenceStale`` (the digest the operator saw differs) →
+    ``UnresolvedRecoveryRequired`` (MARK_FAILED of an unknown commit without
+    the reason ``UNKNOWN_EFFECT``). Returns ``None`` when the recovery may go on.
+    """
+    evidence = proposal.evidence
+    execution_id = evidence.job_execution_id
+    validate_expected_version(expected_version, evidence.version)
+    if proposal.reason_code == RecoveryNotAllowed.code:
+        raise RecoveryNotAllowed(id=execution_id, status=evidence.status)
+    if proposal.reason_code == ExecutionNotStale.code:
+        raise ExecutionNotStale(
+            id=execution_id,
+            inactive_seconds=int(proposal.inactive_for.total_seconds()),
+            threshold_seconds=int(proposal.threshold.total_seconds()),
+        )
+    if evidence_digest_hex.lower() != proposal.evidence_digest:
+        raise RecoveryEvidenceStale(id=execution_id)
+    if (
+        disposition is RecoveryDisposition.MARK_FAILED
+        and evidence.unknown_commit
+        and reason_code != UNKNOWN_EFFECT
+    ):
+        raise UnresolvedRecoveryRequired(id=execution_id)
+
+
+def default_failure_category(proposal: RecoveryProposal) -> FailureCategory:
+    """SPEC §9: UNKNOWN_COMMIT with the unknown-commit marker, else STALE_RECOVERED."""
+    if proposal.unknown_commit:
+        return FailureCategory.UNKNOWN_COMMIT
+    return FailureCategory.STALE_RECOVERED

@@ -1,0 +1,281 @@
+"""Stop requests, ownership evidence, control observation and recovery evidence
+in the Django adapter (SPEC §2.5, §9).
+
+Operator actions (a stop request, a claim) are not activity: they never move
+``last_activity_at`` nor the version, so a running runtime's next CAS is not
+disturbed. Only the owner's control observation counts as activity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Subquery
+
+from oxide_batch import models
+from oxide_batch.domain.errors import JobExecutionNotFound
+from oxide_batch.domain.evidence import (
+    CheckpointEvidence,
+    ExecutionControl,
+    ExecutionView,
+    LatestStep,
+    RecoveryEvidence,
+    StopResult,
+    observation_stops,
+    owner_claim_needs_write,
+    same_token,
+    stop_request_applies,
+    validate_owner_token,
+)
+from oxide_batch.domain.identifiers import IdentifierKind
+from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
+from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.repository.records import (
+    JOB_EXECUTION_COLUMNS,
+    Row,
+    changed_columns,
+    job_execution_from_row,
+    metadata_columns,
+)
+from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
+
+JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+CONTROL_COLUMNS = (
+    *JOB_EXECUTION_COLUMNS,
+    "stop_requested_at",
+    "stop_requested_by",
+    "owner_token",
+    "last_observed_at",
+    "last_activity_at",
+)
+EVIDENCE_COLUMNS = (
+    "id",
+    "status",
+    "attempt",
+    "version",
+    "failure_category",
+    "owner_token",
+    "updated_at",
+    "last_activity_at",
+    "last_observed_at",
+    "stop_requested_at",
+)
+
+
+def recorded_token(row: Row) -> bytes | None:
+    value = row["owner_token"]
+    return None if value is None else bytes(value)
+
+
+def execution_view_from_row(row: Row) -> ExecutionView:
+    """A ``CONTROL_COLUMNS`` row as an ``ExecutionView`` (the token stays behind)."""
+    return ExecutionView(
+        execution=job_execution_from_row(row),
+        stop_requested_at=row["stop_requested_at"],
+        stop_requested_by=row["stop_requested_by"],
+        owner_recorded=row["owner_token"] is not None,
+        last_observed_at=row["last_observed_at"],
+        last_activity_at=row["last_activity_at"],
+    )
+
+
+def _evidence_query(using: str) -> Any:
+    """One statement: the execution's evidence columns plus its latest step,
+    newest step write, a COMPLETED partition and a flow decision as subqueries
+    (every lookup uses an index led by the execution or step id)."""
+    steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
+    latest = steps.order_by("-id")
+
+    def latest_column(column: str) -> Subquery:
+        return Subquery(latest.values(column)[:1])
+
+    return (
+        models.JobExecution.objects.using(using)
+        .annotate(
+            latest_step_id=latest_column("id"),
+            latest_step_status=latest_column("status"),
+            latest_step_version=latest_column("version"),
+            latest_step_checkpoint=latest_column("checkpoint"),
+            latest_step_checksum=latest_column("checkpoint_checksum"),
+            newest_step_write_at=Subquery(steps.order_by("-updated_at").values("updated_at")[:1]),
+            completed_partition=Exists(
+                models.StepPartition.objects.using(using).filter(
+                    step_execution__job_execution_id=OuterRef("pk"),
+                    status=BatchStatus.COMPLETED.value,
+                )
+            ),
+            committed_flow_decision=Exists(
+                models.FlowDecision.objects.using(using).filter(job_execution_id=OuterRef("pk"))
+            ),
+        )
+        .values(
+            *EVIDENCE_COLUMNS,
+            "latest_step_id",
+            "latest_step_status",
+            "latest_step_version",
+            "latest_step_checkpoint",
+            "latest_step_checksum",
+            "newest_step_write_at",
+            "completed_partition",
+            "committed_flow_decision",
+        )
+    )
+
+
+def evidence_from_row(row: Row) -> RecoveryEvidence:
+    latest = None
+    if row["latest_step_id"] is not None:
+        checkpoint = None
+        if row["latest_step_checkpoint"] is not None:
+            checkpoint = CheckpointEvidence.from_stored(
+                row["latest_step_checkpoint"], row["latest_step_checksum"]
+            )
+        latest = LatestStep(
+            id=row["latest_step_id"],
+            status=BatchStatus(row["latest_step_status"]),
+            version=row["latest_step_version"],
+            checkpoint=checkpoint,
+        )
+    category = row["failure_category"]
+    return RecoveryEvidence(
+        job_execution_id=row["id"],
+        status=BatchStatus(row["status"]),
+        attempt=row["attempt"],
+        version=row["version"],
+        owner_recorded=row["owner_token"] is not None,
+        failure_category=None if category is None else FailureCategory(category),
+        # NULL only for rows written outside the adapter (the migration filled
+        # the column from updated_at, the adapter sets it on every write).
+        last_activity_at=row["last_activity_at"] or row["updated_at"],
+        last_observed_at=row["last_observed_at"],
+        stop_requested_at=row["stop_requested_at"],
+        newest_step_write_at=row["newest_step_write_at"],
+        latest_step=latest,
+        completed_partition=bool(row["completed_partition"]),
+        committed_flow_decision=bool(row["committed_flow_decision"]),
+    )
+
+
+class ControlOperations(UnitOfWorkBase):
+    """Operator stop requests, runtime ownership evidence and recovery evidence."""
+
+    def _lock_control_row(self, pk: int) -> dict[str, Any]:
+        row = self._lock_row(models.JobExecution, pk, CONTROL_COLUMNS)
+        if row is None:
+            raise JobExecutionNotFound(id=pk)
+        return row
+
+    @operation
+    def request_execution_stop(
+        self, job_execution_id: int, expected_version: int, actor: str
+    ) -> StopResult:
+        """Record a durable stop request (who: ``actor``, when: the repository clock).
+
+        Locks the execution row (``FOR NO KEY UPDATE``). STOPPING or finished →
+        a no-op (``changed=False``): no version check, nothing written. UNKNOWN →
+        ``InvalidState``. STARTING/STARTED → ``StaleVersion`` on a version
+        mismatch, else writes ``stop_requested_at``/``stop_requested_by`` only —
+        status, version, ``updated_at`` and ``last_activity_at`` stay; a second
+        request overwrites who/when. Also ``JobExecutionNotFound`` and, for a bad
+        actor, the operator-string errors (before any query).
+        """
+        validate_operator_string(actor, OperatorStringKind.ACTOR)
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = self._lock_control_row(pk)
+        view = execution_view_from_row(row)
+        if not stop_request_applies(view.execution, expected_version):
+            return StopResult(view, changed=False)
+        now = self.now()
+        self._update(
+            models.JobExecution, pk, {"stop_requested_at": now, "stop_requested_by": actor}
+        )
+        row.update(stop_requested_at=now, stop_requested_by=actor)
+        return StopResult(execution_view_from_row(row), changed=True)
+
+    @operation
+    def claim_execution_owner(
+        self, job_execution_id: int, expected_version: int, owner_token: bytes
+    ) -> ExecutionView:
+        """Record the runtime's 16-byte owner token: evidence, never a lease.
+
+        Locks the execution row. Raises, in order: ``StaleVersion``;
+        ``ExecutionOwnershipNotAllowed`` unless STARTING; ``ExecutionOwned`` when
+        another token is recorded. The same token again is idempotent (nothing
+        written). The version is checked, not bumped; a claim is not activity.
+        A token that is not 16 bytes → ``InvalidCharacters`` (before any query).
+        """
+        token = validate_owner_token(owner_token)
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = self._lock_control_row(pk)
+        execution = job_execution_from_row(row)
+        if owner_claim_needs_write(execution, expected_version, recorded_token(row), token):
+            self._update(models.JobExecution, pk, {"owner_token": token})
+            row["owner_token"] = token
+        return execution_view_from_row(row)
+
+    @operation
+    def observe_execution_control(
+        self, job_execution_id: int, owner_token: bytes
+    ) -> ExecutionControl:
+        """The runtime's poll: does it own the execution, is a stop pending?
+
+        Locks the execution row and writes once. ``owner_matches``: the recorded
+        token equals ``owner_token`` (none recorded → false); ``stop_requested``:
+        a stop request is recorded (never cleared here). When both hold on a
+        STARTING/STARTED execution it moves to STOPPING in the same write
+        (version + 1). Every observation records ``last_observed_at``; only the
+        owner's also moves ``last_activity_at``. Raises ``JobExecutionNotFound``,
+        and ``InvalidCharacters`` for a token that is not 16 bytes.
+        """
+        token = validate_owner_token(owner_token)
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        row = self._lock_control_row(pk)
+        execution = job_execution_from_row(row)
+        owner_matches = same_token(recorded_token(row), token)
+        stop_requested = row["stop_requested_at"] is not None
+        now = self.now()
+        written: dict[str, Any] = {"last_observed_at": now}
+        if owner_matches:
+            written["last_activity_at"] = now
+        if observation_stops(
+            execution.status, owner_matches=owner_matches, stop_requested=stop_requested
+        ):
+            metadata, version = compare_and_transition(
+                execution.metadata,
+                execution.version,
+                execution.version,
+                LifecycleTransition(BatchStatus.STOPPING, at=now),
+            )
+            written.update(changed_columns(row, metadata_columns(metadata, version, now)))
+        self._update(models.JobExecution, pk, written)
+        row.update(written)
+        return ExecutionControl(execution_view_from_row(row), owner_matches, stop_requested)
+
+    @operation
+    def recovery_evidence(self, job_execution_id: int, *, lock: bool = False) -> RecoveryEvidence:
+        """The durable evidence a recovery proposal is made of (a read).
+
+        One statement; with ``lock=True`` the execution row and then its step
+        rows (in id order) are first locked ``FOR NO KEY UPDATE`` (three
+        statements), so the evidence read afterwards sees every commit that
+        preceded the locks and neither the execution nor its steps (chunk
+        commits, step transitions) can move until this unit of work ends — what
+        an audited recovery needs between recomputing the proposal and
+        ``recover_job_execution``. Raises ``JobExecutionNotFound``.
+        """
+        pk = self._id(JOB_EXECUTION, job_execution_id)
+        if lock:
+            if self._lock_row(models.JobExecution, pk, ("id",)) is None:
+                raise JobExecutionNotFound(id=pk)
+            list(
+                models.StepExecution.objects.using(self._using)
+                .select_for_update(no_key=True)
+                .filter(job_execution_id=pk)
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
+        row = _evidence_query(self._using).filter(pk=pk).first()
+        if row is None:
+            raise JobExecutionNotFound(id=pk)
+        return evidence_from_row(row)
