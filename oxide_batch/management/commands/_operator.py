@@ -1,0 +1,106 @@
+"""What the operator commands share: the service, and JSON renderings of
+executions, proposals and operator outcomes (the same facts the API shows)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
+from oxide_batch.domain.execution import JobExecution
+from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.services.operator import OperatorResult, OperatorService
+
+
+def service() -> OperatorService:
+    return OperatorService(DjangoJobRepository())
+
+
+def instant(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def execution_json(execution: JobExecution | ExecutionView) -> dict[str, Any]:
+    view = execution if isinstance(execution, ExecutionView) else None
+    core = view.execution if view else execution
+    assert isinstance(core, JobExecution)
+    document: dict[str, Any] = {
+        "id": core.id,
+        "job_instance_id": core.job_instance_id,
+        "job_name": core.job_name,
+        "attempt": core.attempt,
+        "status": core.status.value,
+        "exit_code": core.exit_code,
+        "version": core.version,
+        "created_at": instant(core.created_at),
+        "started_at": instant(core.started_at),
+        "ended_at": instant(core.ended_at),
+        "updated_at": instant(core.updated_at),
+        "failure": (
+            {"category": core.failure.category.value, "failure_id": core.failure.failure_id}
+            if core.failure
+            else None
+        ),
+    }
+    if view is not None:
+        document |= {
+            "stop_requested": view.stop_requested,
+            "stop_requested_at": instant(view.stop_requested_at),
+            "owner_recorded": view.owner_recorded,
+            "last_observed_at": instant(view.last_observed_at),
+            "last_activity_at": instant(view.last_activity_at),
+        }
+    return document
+
+
+def proposal_json(proposal: RecoveryProposal) -> dict[str, Any]:
+    evidence = proposal.evidence.encoded()
+    return {
+        "eligible": proposal.eligible,
+        "reason_code": proposal.reason_code,
+        "inactive_seconds": int(proposal.inactive_for.total_seconds()),
+        "threshold_seconds": int(proposal.threshold.total_seconds()),
+        "evidence": evidence,
+        "evidence_digest": proposal.evidence_digest,
+    }
+
+
+def result_json(result: OperatorResult) -> dict[str, Any]:
+    record = result.record
+    document: dict[str, Any] = {
+        "outcome": result.outcome.value,
+        "changed": result.changed,
+        "operation_id": result.operation_id,
+        "execution": execution_json(result.execution),
+        "record": {
+            "id": record.id,
+            "action": record.action.value,
+            "actor": record.actor,
+            "outcome": record.outcome.value,
+            "prior_status": record.prior_status.value if record.prior_status else None,
+            "result_status": record.result_status.value if record.result_status else None,
+            "requested_at": instant(record.requested_at),
+        },
+    }
+    if result.decision is not None:
+        document["decision"] = {
+            "id": result.decision.id,
+            "prior_status": result.decision.prior_status.value,
+            "resulting_status": result.decision.resulting_status.value,
+            "reason_code": result.decision.reason_code,
+            "evidence_digest_prefix": result.decision.evidence_digest.hex()[:12],
+        }
+    return document
+
+
+def add_execution_target(parser: CommandParser, *, reason: bool = False) -> None:
+    parser.add_argument("execution_id", type=int, help="the job execution")
+    parser.add_argument(
+        "--expected-version", type=int, required=True, help="the version you observed"
+    )
+    if reason:
+        parser.add_argument("--reason", required=True, help="reason code, e.g. WORKER_LOST")

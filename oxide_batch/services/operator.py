@@ -1,0 +1,388 @@
+"""Audited, idempotent operator actions: stop, abandon, recover (SPEC §2.5, §9).
+
+Every action carries an operation id. A request is first looked up by
+``(action, operation_id)``: the same request digest replays the recorded
+outcome (nothing acts twice, a refusal replays as the same error); another
+digest is ``operation_id_conflict``. Otherwise the effect and its APPLIED audit
+row commit together; a refusal by a rule rolls the effect back and records a
+REJECTED row in its own transaction. Not-found, conflicts of operation ids and
+infrastructure failures are not audited.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    ConcurrentModification,
+    InvalidCharacters,
+    InvalidState,
+    LifecycleError,
+    MigrationRequired,
+    NewerSchema,
+    NotFound,
+    OperationIdConflict,
+    OxideBatchError,
+    RepositoryError,
+    SchemaUninitialized,
+    Unavailable,
+    rebuild_error,
+)
+from oxide_batch.domain.evidence import (
+    RecoveryProposal,
+    check_recovery,
+    default_failure_category,
+    propose_recovery,
+)
+from oxide_batch.domain.execution import FailureSummary, JobExecution
+from oxide_batch.domain.flow import DIGEST_HEX
+from oxide_batch.domain.lifecycle import LifecycleTransition
+from oxide_batch.domain.operator import (
+    OperatorAction,
+    OperatorRecord,
+    OperatorRecordDraft,
+    RecordOutcome,
+)
+from oxide_batch.domain.recovery import (
+    RecoveryDecision,
+    RecoveryDisposition,
+    RecoveryRequest,
+)
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork
+from oxide_batch.services.audit import (
+    Actor,
+    Outcome,
+    request_digest,
+    validate_operation_id,
+    validate_reason_code,
+)
+
+NOT_AUDITED = (
+    NotFound,
+    ConcurrentModification,
+    CommitOutcomeUnknown,
+    Unavailable,
+    SchemaUninitialized,
+    MigrationRequired,
+    NewerSchema,
+    OperationIdConflict,
+)
+S = BatchStatus
+
+
+def is_rule_refusal(error: OxideBatchError) -> bool:
+    """A refusal by a rule is audited as REJECTED; anything else is not."""
+    return isinstance(error, (LifecycleError, RepositoryError)) and not isinstance(
+        error, NOT_AUDITED
+    )
+
+
+@dataclass(frozen=True)
+class OperatorResult:
+    """What an operator endpoint answers: ``{outcome, changed, operation_id,
+    execution, record}`` (recover adds ``decision``)."""
+
+    outcome: Outcome
+    changed: bool
+    operation_id: str
+    execution: JobExecution
+    record: OperatorRecord
+    decision: RecoveryDecision | None = None
+
+
+@dataclass(frozen=True)
+class _Effect:
+    execution: JobExecution
+    changed: bool
+    prior_status: BatchStatus
+    decision: RecoveryDecision | None = None
+
+
+@dataclass(frozen=True)
+class _Request:
+    action: OperatorAction
+    execution_id: int
+    expected_version: int
+    operation_id: str
+    actor: Actor
+    digest: str
+    reason_code: str | None = None
+
+
+class OperatorService:
+    """Stop, abandon and recover executions on behalf of an authenticated actor."""
+
+    def __init__(
+        self, repository: DjangoJobRepository, *, stale_after: timedelta | None = None
+    ) -> None:
+        self.repository = repository
+        self.stale_after: timedelta = stale_after or settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+
+    # -- reads ------------------------------------------------------------------------
+
+    def propose(self, execution_id: int) -> RecoveryProposal:
+        """The recovery proposal of an execution: evidence, markers, eligibility
+        (with the reason code when not eligible) and the evidence digest. A
+        proposal for an ineligible execution is still a proposal."""
+        with self.repository.begin() as uow:
+            evidence = uow.recovery_evidence(execution_id)
+            return propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
+
+    # -- actions ----------------------------------------------------------------------
+
+    def stop(
+        self, execution_id: int, *, expected_version: int, actor: Actor, operation_id: str
+    ) -> OperatorResult:
+        """Record a durable stop request (STARTING/STARTED), a no-op when already
+        STOPPING or finished, ``invalid_state`` on UNKNOWN."""
+        request = self._request(
+            OperatorAction.STOP, execution_id, expected_version, actor, operation_id
+        )
+
+        def effect(uow: DjangoUnitOfWork) -> _Effect:
+            stopped = uow.request_execution_stop(execution_id, expected_version, actor.reference)
+            execution = stopped.execution.execution
+            return _Effect(execution, stopped.changed, execution.status)
+
+        return self._execute(request, effect)
+
+    def abandon(
+        self,
+        execution_id: int,
+        *,
+        expected_version: int,
+        reason_code: str,
+        actor: Actor,
+        operation_id: str,
+    ) -> OperatorResult:
+        """STOPPED or FAILED → ABANDONED (the instance never runs again); already
+        ABANDONED → no-op without a version check; anything else → ``invalid_state``."""
+        request = self._request(
+            OperatorAction.ABANDON,
+            execution_id,
+            expected_version,
+            actor,
+            operation_id,
+            reason_code=validate_reason_code(reason_code),
+        )
+
+        def effect(uow: DjangoUnitOfWork) -> _Effect:
+            current = uow.get_job_execution(execution_id)
+            if current.status is S.ABANDONED:
+                return _Effect(current, False, current.status)
+            if current.status not in (S.STOPPED, S.FAILED):
+                raise InvalidState(id=execution_id, status=current.status)
+            abandoned = uow.transition_job_execution(
+                execution_id, expected_version, LifecycleTransition(S.ABANDONED)
+            )
+            return _Effect(abandoned, True, current.status)
+
+        return self._execute(request, effect)
+
+    def recover(
+        self,
+        execution_id: int,
+        *,
+        expected_version: int,
+        disposition: RecoveryDisposition,
+        reason_code: str,
+        evidence_digest: str,
+        actor: Actor,
+        operation_id: str,
+        failure_category: FailureCategory | None = None,
+        failure_id: int | None = None,
+    ) -> OperatorResult:
+        """Recompute the proposal under the execution lock and resolve it.
+
+        Check order (SPEC §9): ``stale_version``, ``recovery_not_allowed``,
+        ``execution_not_stale``, ``recovery_evidence_stale``,
+        ``unresolved_recovery_required``. MARK_FAILED's failure defaults to
+        ``UNKNOWN_COMMIT`` when the unknown-commit marker is set, else
+        ``STALE_RECOVERED``, with a server-generated failure id.
+        """
+        if DIGEST_HEX.fullmatch(evidence_digest) is None:
+            raise InvalidCharacters(kind="evidence_digest", allowed="64 lowercase hex characters")
+        arguments: dict[str, Any] = {
+            "disposition": disposition.value,
+            "evidence_digest": evidence_digest,
+            "failure_category": failure_category.value if failure_category else None,
+            "failure_id": failure_id,
+        }
+        request = self._request(
+            OperatorAction.RECOVER,
+            execution_id,
+            expected_version,
+            actor,
+            operation_id,
+            reason_code=validate_reason_code(reason_code),
+            arguments=arguments,
+        )
+
+        def effect(uow: DjangoUnitOfWork) -> _Effect:
+            evidence = uow.recovery_evidence(execution_id, lock=True)
+            proposal = propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
+            check_recovery(
+                proposal,
+                expected_version=expected_version,
+                evidence_digest_hex=evidence_digest,
+                disposition=disposition,
+                reason_code=reason_code,
+            )
+            if disposition is RecoveryDisposition.MARK_FAILED:
+                default = default_failure_category(proposal)
+                recovery = RecoveryRequest.mark_failed(
+                    expected_version=expected_version,
+                    reason_code=reason_code,
+                    operator_reference=actor.reference,
+                    evidence_digest=bytes.fromhex(evidence_digest),
+                    failure=FailureSummary(
+                        failure_category or default,
+                        failure_id or secrets.randbelow(2**63 - 1) + 1,
+                    ),
+                )
+            else:
+                recovery = RecoveryRequest.abandon(
+                    expected_version=expected_version,
+                    reason_code=reason_code,
+                    operator_reference=actor.reference,
+                    evidence_digest=bytes.fromhex(evidence_digest),
+                )
+            result = uow.recover_job_execution(
+                execution_id, recovery, operator_user_id=actor.user_id
+            )
+            return _Effect(result.execution, True, evidence.status, result.decision)
+
+        return self._execute(request, effect)
+
+    # -- the audited, idempotent frame --------------------------------------------
+
+    @staticmethod
+    def _request(
+        action: OperatorAction,
+        execution_id: int,
+        expected_version: int,
+        actor: Actor,
+        operation_id: str,
+        *,
+        reason_code: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> _Request:
+        digest = request_digest(
+            action=action.value,
+            target=f"execution:{execution_id}",
+            expected_version=expected_version,
+            reason_code=reason_code,
+            arguments=arguments,
+        )
+        return _Request(
+            action,
+            execution_id,
+            expected_version,
+            validate_operation_id(operation_id),
+            actor,
+            digest,
+            reason_code,
+        )
+
+    def _execute(
+        self, request: _Request, effect: Callable[[DjangoUnitOfWork], _Effect]
+    ) -> OperatorResult:
+        replayed = self._replay(request)
+        if replayed is not None:
+            return replayed
+        try:
+            with self.repository.begin() as uow:
+                done = effect(uow)
+                record = uow.append_operator_request(self._draft(request, done))
+                if record is None:
+                    # A concurrent identical request won: ours rolls back and replays.
+                    uow.rollback()
+                else:
+                    uow.commit()
+                    return OperatorResult(
+                        Outcome.APPLIED,
+                        done.changed,
+                        request.operation_id,
+                        done.execution,
+                        record,
+                        done.decision,
+                    )
+        except OxideBatchError as error:
+            if not is_rule_refusal(error):
+                raise
+            # A concurrent identical request may have won (its effect is why ours
+            # was refused): then ours is a replay of it, not a refusal.
+            replayed = self._replay(request)
+            if replayed is not None:
+                return replayed
+            if self._reject(request, error):
+                raise
+        replayed = self._replay(request)
+        if replayed is None:
+            raise ConcurrentModification()
+        return replayed
+
+    def _replay(self, request: _Request) -> OperatorResult | None:
+        with self.repository.begin() as uow:
+            record = uow.find_operator_request(request.action, request.operation_id)
+            if record is None:
+                return None
+            if record.request_digest != request.digest:
+                raise OperationIdConflict(
+                    action=request.action.value, operation_id=request.operation_id
+                )
+            if record.outcome is RecordOutcome.REJECTED:
+                assert record.rejection_code is not None
+                error = rebuild_error(record.rejection_code, record.rejection_details or {})
+                error.replayed = True  # type: ignore[attr-defined]
+                raise error
+            execution = uow.get_job_execution(request.execution_id)
+            decision = (
+                uow.recovery_decision(request.execution_id)
+                if request.action is OperatorAction.RECOVER
+                else None
+            )
+        return OperatorResult(
+            Outcome.REPLAYED, record.changed, request.operation_id, execution, record, decision
+        )
+
+    def _reject(self, request: _Request, error: OxideBatchError) -> bool:
+        """Record a refusal in its own transaction; ``False`` when another request
+        with the operation id was recorded first (the caller replays it)."""
+        draft = replace(
+            self._draft(request, None),
+            outcome=RecordOutcome.REJECTED,
+            rejection_code=error.code,
+            rejection_details=error.details(),
+        )
+        with self.repository.begin() as uow:
+            if uow.append_operator_request(draft) is None:
+                return False
+            uow.commit()
+        return True
+
+    @staticmethod
+    def _draft(request: _Request, done: _Effect | None) -> OperatorRecordDraft:
+        return OperatorRecordDraft(
+            action=request.action,
+            operation_id=request.operation_id,
+            actor=request.actor.reference,
+            actor_user_id=request.actor.user_id,
+            request_digest=request.digest,
+            outcome=RecordOutcome.APPLIED,
+            job_instance_id=done.execution.job_instance_id if done else None,
+            job_execution_id=request.execution_id,
+            reason_code=request.reason_code,
+            observed_version=request.expected_version,
+            prior_status=done.prior_status if done else None,
+            result_status=done.execution.status if done else None,
+            changed=done.changed if done else False,
+        )
