@@ -1,0 +1,118 @@
+"""Serializer fields that accept exactly the JSON type they name.
+
+DRF's own fields coerce (``"12"`` and ``12.0`` pass an ``IntegerField``, ``12``
+passes a ``CharField``, strings are trimmed); the API refuses instead (SPEC §9:
+a number that is not an integer where an integer is expected → 400).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from rest_framework import serializers
+
+from oxide_batch.client.wire import format_instant
+
+MAX_BIGINT = 2**63 - 1
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer (not a boolean, string or float) within ``min_value..max_value``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", MAX_BIGINT)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(data)
+
+
+class IdField(StrictIntegerField):
+    """An identifier as a JSON integer; its range (1..2^63−1) is checked by the
+    domain, so 0 is ``zero_identifier`` and larger is ``identifier_out_of_range``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", None)
+        kwargs.setdefault("max_value", None)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, kept as sent (never trimmed); NUL is refused."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault("allow_blank", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """``true`` or ``false`` only."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class EnumField(serializers.ChoiceField):
+    """One of an enum's values, as a JSON string (durable codes)."""
+
+    def __init__(self, enum_class: type[enum.Enum], **kwargs: Any) -> None:
+        self.enum_class = enum_class
+        super().__init__(choices=[(member.value, member.value) for member in enum_class], **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=str(data)[:64])
+        try:
+            return self.enum_class(data)
+        except ValueError:
+            self.fail("invalid_choice", input=data[:64])
+
+    def to_representation(self, value: Any) -> Any:
+        return value.value if isinstance(value, enum.Enum) else value
+
+
+class DigestField(serializers.RegexField):
+    """A SHA-256 digest: 64 lowercase hex characters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(r"^[0-9a-f]{64}\Z", **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class InstantField(serializers.DateTimeField):
+    """An instant rendered as RFC 3339 UTC with milliseconds (``…T00:00:00.000Z``)."""
+
+    def to_representation(self, value: datetime | None) -> str | None:  # type: ignore[override]
+        return format_instant(value)
+
+
+class JSONObjectField(serializers.JSONField):
+    """Any JSON object (the domain checks what it must hold)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("expected a JSON object", code="not_an_object")
+        return data

@@ -1,0 +1,48 @@
+"""Who may call what: one permission class reading the view's per-method table.
+
+Each view names the permission each of its methods needs
+(``required_permissions = {"GET": VIEW_BATCH, "POST": RUN_BATCH}``); HEAD
+follows GET. A method the view does not list only needs a login, so it answers
+405 rather than 403. Anonymous → 401 (``NotAuthenticated``, because token
+authentication is listed first); a user without the permission → 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from oxide_batch.api.authentication import ATTRIBUTE
+from oxide_batch.api.roles import VIEW_BATCH_PAYLOAD, perm
+
+
+def has_batch_permission(user: Any, codename: str) -> bool:
+    if user is None or not user.is_authenticated:
+        return False
+    held = getattr(user, ATTRIBUTE, None)
+    if held is not None:  # read with the token (one query for both)
+        return bool(user.is_active and (user.is_superuser or codename in held))
+    return bool(user.has_perm(perm(codename)))
+
+
+def may_see_payloads(request: Request) -> bool:
+    """Checkpoint, context and partition-context payloads: runtimes and operators only."""
+    return has_batch_permission(request.user, VIEW_BATCH_PAYLOAD)
+
+
+class BatchPermission(BasePermission):
+    message = "you may not perform this action"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        table: Mapping[str, str] = getattr(view, "required_permissions", {})
+        method = "GET" if request.method == "HEAD" else str(request.method)
+        user = request.user
+        if user is None or not user.is_authenticated:
+            return False
+        codename = table.get(method)
+        if codename is None:
+            return True
+        return has_batch_permission(user, codename)

@@ -1,0 +1,78 @@
+"""Roles of the API: Django groups and the permissions they carry (SPEC §4, §9 "Roles").
+
+The permissions are rows on the ``oxide_batch.jobexecution`` content type (no
+model change needed); migration ``0009_api_groups`` creates them and the
+groups, and :func:`ensure_roles` re-creates them idempotently (tests flush
+the database; an operator can run it after a manual clean-up).
+
+| group | view_batch | run_batch | view_batch_payload | operate_batch |
+| --- | --- | --- | --- | --- |
+| ``batch-viewer`` | ✔ | | | |
+| ``batch-runtime`` | ✔ | ✔ | ✔ | |
+| ``batch-operator`` | ✔ | | ✔ | ✔ |
+
+Superusers hold every permission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+APP_LABEL = "oxide_batch"
+CONTENT_TYPE_MODEL = "jobexecution"
+
+VIEW_BATCH = "view_batch"
+RUN_BATCH = "run_batch"
+OPERATE_BATCH = "operate_batch"
+VIEW_BATCH_PAYLOAD = "view_batch_payload"
+
+PERMISSIONS: Mapping[str, str] = {
+    VIEW_BATCH: "Can read batch metadata",
+    RUN_BATCH: "Can record runtime operations (launch, restart, steps, checkpoints)",
+    OPERATE_BATCH: "Can act as operator (stop, abandon, recover, hold, purge)",
+    VIEW_BATCH_PAYLOAD: "Can read checkpoint, context and partition context payloads",
+}
+
+VIEWER = "batch-viewer"
+RUNTIME = "batch-runtime"
+OPERATOR = "batch-operator"
+
+ROLES: Mapping[str, tuple[str, ...]] = {
+    VIEWER: (VIEW_BATCH,),
+    RUNTIME: (VIEW_BATCH, RUN_BATCH, VIEW_BATCH_PAYLOAD),
+    OPERATOR: (VIEW_BATCH, VIEW_BATCH_PAYLOAD, OPERATE_BATCH),
+}
+
+
+def perm(codename: str) -> str:
+    """The ``app_label.codename`` name ``User.has_perm`` expects."""
+    return f"{APP_LABEL}.{codename}"
+
+
+def ensure_roles(
+    group_model: Any | None = None,
+    permission_model: Any | None = None,
+    content_type_model: Any | None = None,
+) -> None:
+    """Create the permissions and groups (idempotent; never removes anything).
+
+    Takes the models so a migration can pass its historical ones; by default
+    the real ``Group``, ``Permission`` and ``ContentType``.
+    """
+    if group_model is None or permission_model is None or content_type_model is None:
+        from django.contrib.auth.models import Group, Permission
+        from django.contrib.contenttypes.models import ContentType
+
+        group_model, permission_model, content_type_model = Group, Permission, ContentType
+    content_type, _ = content_type_model.objects.get_or_create(
+        app_label=APP_LABEL, model=CONTENT_TYPE_MODEL
+    )
+    permissions = {}
+    for codename, name in PERMISSIONS.items():
+        permissions[codename], _ = permission_model.objects.get_or_create(
+            content_type=content_type, codename=codename, defaults={"name": name}
+        )
+    for group_name, codenames in ROLES.items():
+        group, _ = group_model.objects.get_or_create(name=group_name)
+        group.permissions.add(*(permissions[codename] for codename in codenames))

@@ -1,0 +1,82 @@
+"""OpenAPI documentation helpers: every operation lists its success body and
+each problem it can answer, by status, with the error codes by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+
+from oxide_batch.api.serializers import ProblemOutput
+from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
+
+AUTH_ERRORS: Mapping[int, Sequence[str]] = {
+    401: ("not_authenticated", "authentication_failed"),
+    403: ("permission_denied",),
+}
+BODY_ERRORS: Mapping[int, Sequence[str]] = {
+    400: ("invalid_request",),
+    413: ("request_too_large",),
+    415: ("unsupported_media_type",),
+}
+PATH_ID_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request", "identifier_out_of_range")}
+LIST_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request",)}
+INFRA_ERRORS: Mapping[int, Sequence[str]] = {
+    503: (
+        "unavailable",
+        "commit_outcome_unknown",
+        "schema_uninitialized",
+        "migration_required",
+        "newer_schema",
+    )
+}
+
+
+def _merge(*tables: Mapping[int, Sequence[str]]) -> dict[int, list[str]]:
+    merged: dict[int, list[str]] = {}
+    for table in tables:
+        for status, codes in table.items():
+            found = merged.setdefault(status, [])
+            found.extend(code for code in codes if code not in found)
+    return merged
+
+
+def endpoint(
+    *,
+    operation_id: str,
+    summary: str,
+    permission: str | None,
+    ok: Mapping[int, Any],
+    errors: Mapping[int, Sequence[str]] | None = None,
+    request: Any = None,
+    body: bool = False,
+    path_ids: bool = False,
+    listing: bool = False,
+    parameters: Sequence[OpenApiParameter | type[Any]] | None = None,
+    description: str = "",
+    tags: Sequence[str] = (),
+) -> Callable[[Any], Any]:
+    """``extend_schema`` for one operation of the API."""
+    tables = [AUTH_ERRORS, errors or {}, INFRA_ERRORS]
+    if body:
+        tables.append(BODY_ERRORS)
+    if path_ids:
+        tables.append(PATH_ID_ERRORS)
+    if listing:
+        tables.append(LIST_ERRORS)
+    responses: dict[Any, Any] = dict(ok)
+    for status, codes in sorted(_merge(*tables).items()):
+        responses[(status, PROBLEM_CONTENT_TYPE)] = OpenApiResponse(
+            response=ProblemOutput, description="codes: " + ", ".join(f"`{c}`" for c in codes)
+        )
+    needs = f"Requires the `{permission}` permission." if permission else "Requires a login."
+    return extend_schema(
+        operation_id=operation_id,
+        summary=summary,
+        description=(description + "\n\n" + needs).strip(),
+        request=request,
+        responses=responses,
+        parameters=list(parameters or ()),
+        tags=list(tags),
+    )

@@ -1,0 +1,198 @@
+"""Read-only selectors of the API: one query each, ``.values()`` rows, no COUNT.
+
+Writes never happen here (they go through the repository's units of work).
+What the domain values lack — an execution's stop/owner/observation columns
+and its definition, an instance's hold — is read here. Database faults are
+mapped to the repository's typed errors by the API's exception handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+
+from oxide_batch import models  # noqa: TID251  (read-only selectors)
+from oxide_batch.domain.errors import (
+    JobExecutionNotFound,
+    JobInstanceNotFound,
+    StepExecutionNotFound,
+)
+from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
+from oxide_batch.repository.records import (
+    INSTANCE_COLUMNS,
+    JOB_EXECUTION_COLUMNS,
+    STEP_EXECUTION_COLUMNS,
+    Row,
+    instance_from_row,
+    job_execution_from_row,
+    step_execution_from_row,
+)
+
+EXTRA_COLUMNS = (
+    "stop_requested_at",
+    "last_observed_at",
+    "owner_recorded",
+    "definition__job_name",
+    "definition__revision",
+    "definition__manifest_format",
+    "definition__manifest_digest",
+)
+HOLD_COLUMNS = ("hold_actor", "hold_reason_code", "hold_placed_at")
+
+
+@dataclass(frozen=True)
+class DefinitionRef:
+    revision: str
+    format: int
+    digest: str
+
+
+@dataclass(frozen=True)
+class ExecutionExtras:
+    """What the API shows of an execution beyond the domain value."""
+
+    stop_requested_at: datetime | None
+    owner_recorded: bool
+    last_observed_at: datetime | None
+    definition: DefinitionRef | None
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop_requested_at is not None
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    execution: JobExecution
+    extras: ExecutionExtras
+
+
+@dataclass(frozen=True)
+class HoldRef:
+    actor: str
+    reason_code: str
+    placed_at: datetime
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    instance: JobInstance
+    hold: HoldRef | None
+
+
+# -- executions ---------------------------------------------------------------------
+
+
+def _owner_recorded() -> ExpressionWrapper[Any]:
+    # Only whether a token is recorded: the token itself is never read.
+    return ExpressionWrapper(Q(owner_token__isnull=False), output_field=BooleanField())
+
+
+def executions() -> QuerySet[Any, dict[str, Any]]:
+    """Every execution as ``.values()`` rows with its extras (one query, a join
+    on the definition); compose filters, then order."""
+    rows: QuerySet[Any, dict[str, Any]] = models.JobExecution.objects.annotate(
+        owner_recorded=_owner_recorded()
+    ).values(*JOB_EXECUTION_COLUMNS, *EXTRA_COLUMNS)
+    return rows
+
+
+def extras_from_row(row: Row) -> ExecutionExtras:
+    definition = None
+    if row["definition__job_name"] is not None:  # the legacy definition shows as null
+        definition = DefinitionRef(
+            revision=row["definition__revision"],
+            format=row["definition__manifest_format"],
+            digest=row["definition__manifest_digest"],
+        )
+    return ExecutionExtras(
+        stop_requested_at=row["stop_requested_at"],
+        owner_recorded=bool(row["owner_recorded"]),
+        last_observed_at=row["last_observed_at"],
+        definition=definition,
+    )
+
+
+def execution_record_from_row(row: Row) -> ExecutionRecord:
+    return ExecutionRecord(job_execution_from_row(row), extras_from_row(row))
+
+
+def execution_record(execution_id: int) -> ExecutionRecord:
+    """One execution with its extras (one query); ``JobExecutionNotFound``."""
+    row = executions().filter(pk=execution_id).first()
+    if row is None:
+        raise JobExecutionNotFound(id=execution_id)
+    return execution_record_from_row(row)
+
+
+def with_extras(execution: JobExecution) -> ExecutionRecord:
+    """The extras of an execution a repository call just returned (one query,
+    in the caller's unit of work so it sees that call's write)."""
+    row = (
+        models.JobExecution.objects.filter(pk=execution.id)
+        .annotate(owner_recorded=_owner_recorded())
+        .values(*EXTRA_COLUMNS)
+        .first()
+    )
+    if row is None:
+        raise JobExecutionNotFound(id=execution.id)
+    return ExecutionRecord(execution, extras_from_row(row))
+
+
+def instance_exists(instance_id: int) -> bool:
+    return models.JobInstance.objects.filter(pk=instance_id).exists()
+
+
+def execution_exists(execution_id: int) -> bool:
+    return models.JobExecution.objects.filter(pk=execution_id).exists()
+
+
+# -- instances ----------------------------------------------------------------------
+
+
+def instances() -> QuerySet[Any, dict[str, Any]]:
+    rows: QuerySet[Any, dict[str, Any]] = models.JobInstance.objects.values(
+        *INSTANCE_COLUMNS, *HOLD_COLUMNS
+    )
+    return rows
+
+
+def instance_record_from_row(row: Row) -> InstanceRecord:
+    hold = None
+    if row["hold_placed_at"] is not None:
+        hold = HoldRef(row["hold_actor"], row["hold_reason_code"], row["hold_placed_at"])
+    return InstanceRecord(instance_from_row(row), hold)
+
+
+def instance_record(instance_id: int) -> InstanceRecord:
+    """One instance with its hold (one query); ``JobInstanceNotFound``."""
+    row = instances().filter(pk=instance_id).first()
+    if row is None:
+        raise JobInstanceNotFound(id=instance_id)
+    return instance_record_from_row(row)
+
+
+# -- steps --------------------------------------------------------------------------
+
+
+def steps() -> QuerySet[Any, dict[str, Any]]:
+    """Step rows without their payload columns."""
+    rows: QuerySet[Any, dict[str, Any]] = models.StepExecution.objects.values(
+        *STEP_EXECUTION_COLUMNS
+    )
+    return rows
+
+
+def step_from_row(row: Row) -> StepExecution:
+    return step_execution_from_row(row)
+
+
+def step(step_id: int) -> StepExecution:
+    """One step without its payloads (one query); ``StepExecutionNotFound``."""
+    row = steps().filter(pk=step_id).first()
+    if row is None:
+        raise StepExecutionNotFound(id=step_id)
+    return step_from_row(row)

@@ -1,0 +1,114 @@
+"""``/api/v1/`` routes (SPEC §4). Operator endpoints (stop, abandon, recovery,
+holds, purge, audit) are routed once the services they call exist."""
+
+from __future__ import annotations
+
+from django.urls import path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from oxide_batch.api import views
+from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
+
+register_converter(IdentifierConverter, "batch_id")
+register_converter(NodeIdConverter, "node_id")
+
+app_name = "api"
+
+urlpatterns = [
+    path("descriptor", views.DescriptorView.as_view(), name="descriptor"),
+    path("definitions", views.DefinitionsView.as_view(), name="definitions"),
+    path("definitions/upgrades", views.UpgradesView.as_view(), name="definition-upgrades"),
+    path("instances", views.InstancesView.as_view(), name="instances"),
+    path("instances/<batch_id:instance_id>", views.InstanceView.as_view(), name="instance"),
+    path(
+        "instances/<batch_id:instance_id>/executions",
+        views.InstanceExecutionsView.as_view(),
+        name="instance-executions",
+    ),
+    path(
+        "instances/<batch_id:instance_id>/flow-steps/<node_id:node_id>",
+        views.FlowStepView.as_view(),
+        name="flow-step",
+    ),
+    path(
+        "instances/<batch_id:instance_id>/flow-decisions/reusable",
+        views.ReusableFlowDecisionView.as_view(),
+        name="reusable-flow-decision",
+    ),
+    path("executions", views.ExecutionsView.as_view(), name="executions"),
+    path("executions/<batch_id:execution_id>", views.ExecutionView.as_view(), name="execution"),
+    path(
+        "executions/<batch_id:execution_id>/transition",
+        views.ExecutionTransitionView.as_view(),
+        name="execution-transition",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/exit-status",
+        views.ExecutionExitStatusView.as_view(),
+        name="execution-exit-status",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/claim",
+        views.ExecutionClaimView.as_view(),
+        name="execution-claim",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/control",
+        views.ExecutionControlView.as_view(),
+        name="execution-control",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/steps",
+        views.ExecutionStepsView.as_view(),
+        name="execution-steps",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/flow-decisions",
+        views.FlowDecisionsView.as_view(),
+        name="flow-decisions",
+    ),
+    path("steps/<batch_id:step_id>", views.StepView.as_view(), name="step"),
+    path(
+        "steps/<batch_id:step_id>/transition",
+        views.StepTransitionView.as_view(),
+        name="step-transition",
+    ),
+    path(
+        "steps/<batch_id:step_id>/exit-status",
+        views.StepExitStatusView.as_view(),
+        name="step-exit-status",
+    ),
+    path("steps/<batch_id:step_id>/checkpoint", views.CheckpointView.as_view(), name="checkpoint"),
+    path(
+        "steps/<batch_id:step_id>/partitions",
+        views.PartitionPlanView.as_view(),
+        name="partitions",
+    ),
+    path(
+        "steps/<batch_id:step_id>/partitions/restart",
+        views.PartitionRestartView.as_view(),
+        name="partitions-restart",
+    ),
+    path("steps/<batch_id:step_id>/aggregate", views.AggregateView.as_view(), name="aggregate"),
+    path(
+        "partitions/<batch_id:partition_id>/assign",
+        views.PartitionAssignView.as_view(),
+        name="partition-assign",
+    ),
+    path(
+        "partitions/<batch_id:partition_id>/complete",
+        views.PartitionCompleteView.as_view(),
+        name="partition-complete",
+    ),
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]),
+        name="docs",
+    ),
+    path(
+        "redoc/",
+        SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]),
+        name="redoc",
+    ),
+]

@@ -1,0 +1,39 @@
+"""A small typed Python client of the runtime API (stdlib only, no Django).
+
+>>> client = RuntimeClient("http://127.0.0.1:8000", token="…")
+>>> instance, execution = client.launch("nightly_import", {"business_date": "2026-07-29"})
+>>> execution = client.start(execution)
+
+It raises the repository's own typed errors (``StaleVersion``,
+``ExecutionAlreadyActive``, …), rebuilt from the problem's ``code`` and fields,
+so a runtime can ``except StaleVersion`` whether it talks to the repository
+in process or over HTTP.
+"""
+
+from oxide_batch.client.errors import ApiError, InvalidRequest, error_from_problem
+from oxide_batch.client.models import (
+    Control,
+    Definition,
+    Execution,
+    FlowDecision,
+    Instance,
+    Partition,
+    Step,
+    StepState,
+)
+from oxide_batch.client.runtime import RuntimeClient
+
+__all__ = [
+    "ApiError",
+    "Control",
+    "Definition",
+    "Execution",
+    "FlowDecision",
+    "Instance",
+    "InvalidRequest",
+    "Partition",
+    "RuntimeClient",
+    "Step",
+    "StepState",
+    "error_from_problem",
+]

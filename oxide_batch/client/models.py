@@ -1,0 +1,248 @@
+"""What the API returns, as typed, immutable values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from oxide_batch.client.wire import parse_instant
+from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind, TerminalKind
+from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StateLimits
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+_READ_LIMITS = StateLimits(1024 * 1024, 64)
+
+
+def _instant(value: Any) -> datetime:
+    parsed = parse_instant(value)
+    assert parsed is not None
+    return parsed
+
+
+def _counts(document: Mapping[str, Any]) -> ExecutionCounts:
+    return ExecutionCounts(**{name: int(value) for name, value in document.items()})
+
+
+def _failure(document: Mapping[str, Any] | None) -> FailureSummary | None:
+    if document is None:
+        return None
+    return FailureSummary(FailureCategory(document["category"]), int(document["failure_id"]))
+
+
+def _envelope(document: Any, kind: EnvelopeKind) -> StateEnvelope | None:
+    if document is None:
+        return None
+    return StateEnvelope.from_json(document, kind=kind, limits=_READ_LIMITS)
+
+
+@dataclass(frozen=True)
+class Definition:
+    job_name: str
+    revision: str
+    format: int
+    digest: str
+    registered_at: datetime
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Definition:
+        return cls(
+            document["job_name"],
+            document["revision"],
+            int(document["format"]),
+            document["digest"],
+            _instant(document["registered_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: int
+    job_name: str
+    key_digest: str
+    parameters: tuple[Mapping[str, Any], ...]
+    created_at: datetime
+    hold: Mapping[str, Any] | None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Instance:
+        return cls(
+            int(document["id"]),
+            document["job_name"],
+            document["key_digest"],
+            tuple(document["parameters"]),
+            _instant(document["created_at"]),
+            document["hold"],
+        )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What job executions and steps share."""
+
+    id: int
+    job_instance_id: int
+    status: BatchStatus
+    exit_code: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    updated_at: datetime
+    counts: ExecutionCounts
+    failure: FailureSummary | None
+    version: int
+
+    @staticmethod
+    def _common(document: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "id": int(document["id"]),
+            "job_instance_id": int(document["job_instance_id"]),
+            "status": BatchStatus(document["status"]),
+            "exit_code": document["exit_code"],
+            "created_at": _instant(document["created_at"]),
+            "started_at": parse_instant(document["started_at"]),
+            "ended_at": parse_instant(document["ended_at"]),
+            "updated_at": _instant(document["updated_at"]),
+            "counts": _counts(document["counts"]),
+            "failure": _failure(document["failure"]),
+            "version": int(document["version"]),
+        }
+
+
+@dataclass(frozen=True)
+class Execution(_Run):
+    job_name: str
+    attempt: int
+    stop_requested: bool
+    stop_requested_at: datetime | None
+    owner_recorded: bool
+    last_observed_at: datetime | None
+    definition: Mapping[str, Any] | None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Execution:
+        return cls(
+            **cls._common(document),
+            job_name=document["job_name"],
+            attempt=int(document["attempt"]),
+            stop_requested=bool(document["stop_requested"]),
+            stop_requested_at=parse_instant(document["stop_requested_at"]),
+            owner_recorded=bool(document["owner_recorded"]),
+            last_observed_at=parse_instant(document["last_observed_at"]),
+            definition=document["definition"],
+        )
+
+
+@dataclass(frozen=True)
+class Step(_Run):
+    job_execution_id: int
+    step_name: str
+    node_id: str
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Step:
+        return cls(
+            **cls._common(document),
+            job_execution_id=int(document["job_execution_id"]),
+            step_name=document["step_name"],
+            node_id=document["node_id"],
+        )
+
+
+@dataclass(frozen=True)
+class StepState:
+    step: Step
+    checkpoint: StateEnvelope | None
+    context: StateEnvelope | None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> StepState:
+        return cls(
+            Step.from_json(document["step"]),
+            _envelope(document["checkpoint"], EnvelopeKind.CHECKPOINT),
+            _envelope(document["context"], EnvelopeKind.CONTEXT),
+        )
+
+
+@dataclass(frozen=True)
+class Control:
+    execution: Execution
+    owner_matches: bool
+    stop_requested: bool
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Control:
+        return cls(
+            Execution.from_json(document["execution"]),
+            bool(document["owner_matches"]),
+            bool(document["stop_requested"]),
+        )
+
+
+@dataclass(frozen=True)
+class Partition:
+    id: int
+    step_execution_id: int
+    key: str
+    ordinal: int
+    status: BatchStatus
+    exit_code: str
+    counts: ExecutionCounts
+    version: int
+    worker_step_execution_id: int | None
+    context: StateEnvelope | None = None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Partition:
+        worker = document["worker_step_execution_id"]
+        return cls(
+            int(document["id"]),
+            int(document["step_execution_id"]),
+            document["key"],
+            int(document["ordinal"]),
+            BatchStatus(document["status"]),
+            document["exit_code"],
+            _counts(document["counts"]),
+            int(document["version"]),
+            None if worker is None else int(worker),
+            _envelope(document.get("context"), EnvelopeKind.PARTITION_CONTEXT),
+        )
+
+
+@dataclass(frozen=True)
+class FlowDecision:
+    id: int
+    job_execution_id: int
+    sequence: int
+    source_node_id: str
+    source_step_execution_id: int | None
+    kind: FlowTransitionKind
+    observed_outcome: str
+    target: FlowTarget
+    plan_fingerprint: str
+    input_digest: str
+    reused_decision_id: int | None
+    decided_at: datetime
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> FlowDecision:
+        target = document["target"]
+        return cls(
+            int(document["id"]),
+            int(document["job_execution_id"]),
+            int(document["sequence"]),
+            document["source_node_id"],
+            document["source_step_execution_id"],
+            FlowTransitionKind(document["kind"]),
+            document["observed_outcome"],
+            FlowTarget(
+                node=target.get("node"),
+                terminal=None if "terminal" not in target else TerminalKind(target["terminal"]),
+            ),
+            document["plan_fingerprint"],
+            document["input_digest"],
+            document["reused_decision_id"],
+            _instant(document["decided_at"]),
+        )

@@ -1,0 +1,449 @@
+"""``RuntimeClient``: the runtime's side of the API over ``urllib`` (stdlib only).
+
+Every call is one HTTP request. Errors: a problem answer raises the typed
+error it names (``StaleVersion``, ``ExecutionAlreadyActive``, …) or
+:class:`~oxide_batch.client.errors.ApiError`; a server that cannot be reached
+raises ``Unavailable``; a mutation whose answer was lost after it was sent
+raises ``CommitOutcomeUnknown`` (re-read before retrying, never repeat blindly).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib import error as urlerror
+from urllib import parse, request
+
+from oxide_batch.client.errors import ApiError, error_from_problem
+from oxide_batch.client.models import (
+    Control,
+    Definition,
+    Execution,
+    FlowDecision,
+    Instance,
+    Partition,
+    Step,
+    StepState,
+)
+from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
+from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind
+from oxide_batch.domain.partitions import PartitionPlanEntry
+from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.status import BatchStatus
+
+API_PREFIX = "/api/v1/"
+Ref = int | Execution | Step
+
+
+def _id(ref: Ref) -> int:
+    return ref if isinstance(ref, int) else ref.id
+
+
+def _counts(counts: ExecutionCounts | Mapping[str, int] | None) -> dict[str, int]:
+    if counts is None:
+        return {}
+    if isinstance(counts, ExecutionCounts):
+        return counts.as_dict()
+    return dict(counts)
+
+
+def _envelope(value: StateEnvelope | Mapping[str, Any] | None) -> Any:
+    if isinstance(value, StateEnvelope):
+        return value.as_json()
+    return None if value is None else dict(value)
+
+
+def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {"category": failure.category.value, "failure_id": failure.failure_id}
+
+
+class RuntimeClient:
+    """The runtime API of one server, authenticated with a token."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    # -- transport -------------------------------------------------------------------
+
+    def _request(
+        self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        url = self.base_url + API_PREFIX + path
+        if query:
+            url += "?" + parse.urlencode(
+                {key: value for key, value in query.items() if value is not None}, doseq=True
+            )
+        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        call = request.Request(url, data=data, method=method, headers=headers)
+        mutating = method != "GET"
+        try:
+            with request.urlopen(call, timeout=self.timeout) as response:
+                status = response.status
+                payload = response.read()
+        except urlerror.HTTPError as answer:
+            status, payload = answer.code, answer.read()
+            self._raise_problem(status, payload, mutating)
+        except urlerror.URLError as failure:
+            # Nothing was answered: connect or send failed.
+            raise Unavailable() from failure
+        except (http.client.HTTPException, OSError) as failure:
+            # Sent, but the answer was lost: a mutation may have committed.
+            if mutating:
+                raise CommitOutcomeUnknown() from failure
+            raise Unavailable() from failure
+        return status, json.loads(payload) if payload else None
+
+    @staticmethod
+    def _raise_problem(status: int, payload: bytes, mutating: bool) -> None:
+        try:
+            document = json.loads(payload)
+        except ValueError:
+            document = None
+        if isinstance(document, Mapping) and "code" in document:
+            raise error_from_problem(status, document)
+        if status >= 500:
+            # Not the API's own answer (a proxy, a crash): outcome unknown for a mutation.
+            raise CommitOutcomeUnknown() if mutating else Unavailable()
+        raise ApiError(status, "http_error", f"HTTP {status}", {})
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self._request("GET", path, query=query)[1]
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return self._request("POST", path, {k: v for k, v in body.items() if v is not None})
+
+    # -- repository ------------------------------------------------------------------
+
+    def descriptor(self) -> dict[str, Any]:
+        document: dict[str, Any] = self._get("descriptor")
+        return document
+
+    def register_definition(self, job_name: str, revision: str, manifest: Any) -> Definition:
+        _, document = self._post(
+            "definitions", {"job_name": job_name, "revision": revision, "manifest": manifest}
+        )
+        return Definition.from_json(document)
+
+    def register_upgrade(
+        self,
+        job_name: str,
+        key: str,
+        from_digest: str,
+        to_digest: str,
+        step_mapping: Mapping[str, str],
+    ) -> bool:
+        """``True`` when the edge is new."""
+        status, _ = self._post(
+            "definitions/upgrades",
+            {
+                "job_name": job_name,
+                "key": key,
+                "from_digest": from_digest,
+                "to_digest": to_digest,
+                "step_mapping": dict(step_mapping),
+            },
+        )
+        return status == 201
+
+    # -- instances and executions ----------------------------------------------------
+
+    def select_or_create_instance(
+        self,
+        job_name: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        non_identifying: Mapping[str, Any] | None = None,
+    ) -> tuple[Instance, bool]:
+        """The instance of the key, and whether this call created it."""
+        status, document = self._post(
+            "instances",
+            {
+                "job_name": job_name,
+                "identifying_parameters": dict(parameters or {}),
+                "non_identifying_parameters": None
+                if non_identifying is None
+                else dict(non_identifying),
+            },
+        )
+        return Instance.from_json(document), status == 201
+
+    def create_execution(
+        self, instance_id: int, *, definition_digest: str | None = None
+    ) -> Execution:
+        """A new attempt (launch or restart)."""
+        _, document = self._post(
+            f"instances/{instance_id}/executions", {"definition_digest": definition_digest}
+        )
+        return Execution.from_json(document)
+
+    def launch(
+        self,
+        job_name: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        definition_digest: str | None = None,
+    ) -> tuple[Instance, Execution]:
+        """Select or create the instance, then create its next attempt (STARTING)."""
+        instance, _ = self.select_or_create_instance(job_name, parameters)
+        return instance, self.create_execution(instance.id, definition_digest=definition_digest)
+
+    def execution(self, execution_id: int) -> Execution:
+        return Execution.from_json(self._get(f"executions/{execution_id}"))
+
+    def instance(self, instance_id: int) -> Instance:
+        return Instance.from_json(self._get(f"instances/{instance_id}"))
+
+    def executions(self, **filters: Any) -> Iterator[Execution]:
+        """Every execution matching ``filters`` (``status``, ``job_name``, …), newest first."""
+        query: dict[str, Any] = dict(filters)
+        while True:
+            page = self._get("executions", **query)
+            yield from (Execution.from_json(item) for item in page["results"])
+            if not page["next"]:
+                return
+            query["cursor"] = parse.parse_qs(parse.urlsplit(page["next"]).query)["cursor"][0]
+
+    def transition(
+        self,
+        execution: Ref,
+        expected_version: int,
+        status: BatchStatus | str,
+        *,
+        failure: FailureSummary | None = None,
+        terminal_rollback: bool = False,
+    ) -> Execution:
+        _, document = self._post(
+            f"executions/{_id(execution)}/transition",
+            {
+                "expected_version": expected_version,
+                "status": BatchStatus(status).value,
+                "failure": _failure(failure),
+                "terminal_rollback": terminal_rollback,
+            },
+        )
+        return Execution.from_json(document)
+
+    def start(self, execution: Execution) -> Execution:
+        """STARTING → STARTED at the version the runtime holds."""
+        return self.transition(execution, execution.version, BatchStatus.STARTED)
+
+    def exit_status(self, execution: Ref, expected_version: int, exit_code: str) -> Execution:
+        _, document = self._post(
+            f"executions/{_id(execution)}/exit-status",
+            {"expected_version": expected_version, "exit_code": exit_code},
+        )
+        return Execution.from_json(document)
+
+    def claim(self, execution: Ref, expected_version: int, owner_token: bytes) -> Execution:
+        """Record ownership evidence (16 bytes) on a STARTING execution."""
+        _, document = self._post(
+            f"executions/{_id(execution)}/claim",
+            {"expected_version": expected_version, "owner_token": owner_token.hex()},
+        )
+        return Execution.from_json(document)
+
+    def observe_control(self, execution: Ref, owner_token: bytes) -> Control:
+        """At every chunk boundary: is a stop pending (then the execution is STOPPING)?"""
+        _, document = self._post(
+            f"executions/{_id(execution)}/control", {"owner_token": owner_token.hex()}
+        )
+        return Control.from_json(document)
+
+    # -- steps -----------------------------------------------------------------------
+
+    def create_step(
+        self,
+        execution: Ref,
+        step_name: str,
+        *,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+    ) -> Step:
+        _, document = self._post(
+            f"executions/{_id(execution)}/steps",
+            {"step_name": step_name, "node_id": node_id, "start_limit": start_limit},
+        )
+        return Step.from_json(document)
+
+    def step(self, step_id: int) -> Step:
+        return Step.from_json(self._get(f"steps/{step_id}"))
+
+    def transition_step(
+        self,
+        step: Ref,
+        expected_version: int,
+        status: BatchStatus | str,
+        *,
+        failure: FailureSummary | None = None,
+        terminal_rollback: bool = False,
+    ) -> Step:
+        _, document = self._post(
+            f"steps/{_id(step)}/transition",
+            {
+                "expected_version": expected_version,
+                "status": BatchStatus(status).value,
+                "failure": _failure(failure),
+                "terminal_rollback": terminal_rollback,
+            },
+        )
+        return Step.from_json(document)
+
+    def step_exit_status(self, step: Ref, expected_version: int, exit_code: str) -> Step:
+        _, document = self._post(
+            f"steps/{_id(step)}/exit-status",
+            {"expected_version": expected_version, "exit_code": exit_code},
+        )
+        return Step.from_json(document)
+
+    def commit_chunk(
+        self,
+        step: Ref,
+        expected_version: int,
+        counts: ExecutionCounts | Mapping[str, int] | None = None,
+        checkpoint: StateEnvelope | Mapping[str, Any] | None = None,
+        context: StateEnvelope | Mapping[str, Any] | None = None,
+    ) -> Step:
+        """One chunk: ``counts`` are its deltas; the step returned carries the totals."""
+        _, document = self._post(
+            f"steps/{_id(step)}/checkpoint",
+            {
+                "expected_version": expected_version,
+                "counts": _counts(counts),
+                "checkpoint": _envelope(checkpoint),
+                "context": _envelope(context),
+            },
+        )
+        return Step.from_json(document)
+
+    def checkpoint(self, step: Ref) -> StepState:
+        """The step with its latest checkpoint and context."""
+        return StepState.from_json(self._get(f"steps/{_id(step)}/checkpoint"))
+
+    # -- partitions ------------------------------------------------------------------
+
+    def plan_partitions(
+        self, step: Ref, entries: Sequence[PartitionPlanEntry | tuple[str, Any] | str]
+    ) -> list[Partition]:
+        """Create the step's plan; entries are keys, ``(key, context)`` or plan entries."""
+        body = []
+        for entry in entries:
+            if isinstance(entry, PartitionPlanEntry):
+                key, context = entry.key, entry.context
+            elif isinstance(entry, tuple):
+                key, context = entry
+            else:
+                key, context = entry, None
+            item: dict[str, Any] = {"key": key}
+            if context is not None:
+                item["context"] = _envelope(context)
+            body.append(item)
+        _, document = self._post(f"steps/{_id(step)}/partitions", {"entries": body})
+        return [Partition.from_json(item) for item in document["partitions"]]
+
+    def partitions(self, step: Ref) -> list[Partition]:
+        document = self._get(f"steps/{_id(step)}/partitions")
+        return [Partition.from_json(item) for item in document["partitions"]]
+
+    def restart_partitions(self, target_step: Ref, source_step: Ref) -> list[Partition]:
+        _, document = self._post(
+            f"steps/{_id(target_step)}/partitions/restart",
+            {"source_step_execution_id": _id(source_step)},
+        )
+        return [Partition.from_json(item) for item in document["partitions"]]
+
+    def assign_partition(
+        self, partition: int | Partition, expected_version: int, worker: Ref
+    ) -> Partition:
+        pk = partition if isinstance(partition, int) else partition.id
+        _, document = self._post(
+            f"partitions/{pk}/assign",
+            {"expected_version": expected_version, "worker_step_execution_id": _id(worker)},
+        )
+        return Partition.from_json(document)
+
+    def complete_partition(
+        self, partition: int | Partition, expected_version: int, worker: Ref
+    ) -> Partition:
+        pk = partition if isinstance(partition, int) else partition.id
+        _, document = self._post(
+            f"partitions/{pk}/complete",
+            {"expected_version": expected_version, "worker_step_execution_id": _id(worker)},
+        )
+        return Partition.from_json(document)
+
+    def aggregate(self, step: Ref, expected_version: int) -> Step:
+        _, document = self._post(
+            f"steps/{_id(step)}/aggregate", {"expected_version": expected_version}
+        )
+        return Step.from_json(document)
+
+    # -- flow ------------------------------------------------------------------------
+
+    def latest_flow_step(self, instance_id: int, node_id: str) -> Step | None:
+        try:
+            document = self._get(f"instances/{instance_id}/flow-steps/{parse.quote(node_id)}")
+        except ApiError as error:
+            if error.code == "flow_step_not_found":
+                return None
+            raise
+        return Step.from_json(document)
+
+    def append_flow_decision(
+        self,
+        execution: Ref,
+        *,
+        source_node_id: str,
+        kind: FlowTransitionKind | str,
+        observed_outcome: str,
+        target: FlowTarget,
+        plan_fingerprint: str,
+        input_digest: str,
+        source_step: Ref | None = None,
+        reused_decision_id: int | None = None,
+    ) -> FlowDecision:
+        _, document = self._post(
+            f"executions/{_id(execution)}/flow-decisions",
+            {
+                "source_node_id": source_node_id,
+                "source_step_execution_id": None if source_step is None else _id(source_step),
+                "kind": FlowTransitionKind(kind).value,
+                "observed_outcome": observed_outcome,
+                "target": target.as_json(),
+                "plan_fingerprint": plan_fingerprint,
+                "input_digest": input_digest,
+                "reused_decision_id": reused_decision_id,
+            },
+        )
+        return FlowDecision.from_json(document)
+
+    def flow_decisions(self, execution: Ref) -> list[FlowDecision]:
+        document = self._get(f"executions/{_id(execution)}/flow-decisions")
+        return [FlowDecision.from_json(item) for item in document["results"]]
+
+    def find_reusable_flow_decision(
+        self,
+        instance_id: int,
+        node_id: str,
+        plan_fingerprint: str,
+        input_digest: str,
+        kind: FlowTransitionKind | str,
+    ) -> FlowDecision | None:
+        document = self._get(
+            f"instances/{instance_id}/flow-decisions/reusable",
+            node_id=node_id,
+            plan_fingerprint=plan_fingerprint,
+            input_digest=input_digest,
+            kind=FlowTransitionKind(kind).value,
+        )
+        decision = document["decision"]
+        return None if decision is None else FlowDecision.from_json(decision)

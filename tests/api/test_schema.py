@@ -1,0 +1,129 @@
+"""OpenAPI 3 (drf-spectacular): every operation, its bodies and its problems; docs offline."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import yaml
+from django.contrib.staticfiles import finders
+from rest_framework.test import APIClient
+
+from oxide_batch.api import roles
+from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
+from tests.api.support import EXECUTION_KEYS, PARTITION_KEYS, STEP_KEYS, url
+from tests.api.test_permissions import ENDPOINTS
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    from drf_spectacular.generators import SchemaGenerator
+
+    document: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
+    return document
+
+
+def operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, operation)
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+    ]
+
+
+def test_the_schema_is_served_to_anyone() -> None:
+    response = APIClient().get(url("schema/"))
+    assert response.status_code == 200
+    document = yaml.safe_load(response.content)
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"] == "oxide_batch API"
+    json_response = APIClient().get(url("schema/") + "?format=json")
+    assert json_response.status_code == 200
+
+
+def test_every_endpoint_is_documented(schema: dict[str, Any]) -> None:
+    documented = {(method, path) for method, path, _ in operations(schema)}
+    routed = {
+        (method, path.replace("987654321", "{id}").replace("/load", "/{node_id}"))
+        for method, path, permission in ENDPOINTS
+        if permission != "public"
+    }
+    normalised = set()
+    for method, path in documented:
+        for name in ("instance_id", "execution_id", "step_id", "partition_id"):
+            path = path.replace("{" + name + "}", "{id}")
+        normalised.add((method, path.removeprefix("/api/v1/")))
+    assert normalised == routed
+
+
+def test_every_operation_documents_its_problems(schema: dict[str, Any]) -> None:
+    for method, path, operation in operations(schema):
+        responses = operation["responses"]
+        assert operation["operationId"], path
+        successes = [code for code in responses if code.startswith("2")]
+        assert successes, (method, path)
+        for code in ("401", "403", "503"):
+            assert PROBLEM_CONTENT_TYPE in responses[code]["content"], (method, path, code)
+            assert "codes:" in responses[code]["description"]
+        if method == "POST":
+            for code in ("400", "413", "415"):
+                assert code in responses, (method, path, code)
+        if "{" in path:
+            assert "identifier_out_of_range" in responses["400"]["description"], path
+        if method == "POST":
+            assert operation["requestBody"]["content"]["application/json"], path
+
+
+def test_documented_codes_name_the_endpoint_errors(schema: dict[str, Any]) -> None:
+    transition = schema["paths"]["/api/v1/executions/{execution_id}/transition"]["post"]
+    assert "`stale_version`" in transition["responses"]["409"]["description"]
+    assert "`job_execution_not_found`" in transition["responses"]["404"]["description"]
+    plan = schema["paths"]["/api/v1/steps/{step_id}/partitions"]["post"]
+    assert "`duplicate_partition_key`" in plan["responses"]["400"]["description"]
+
+
+def _properties(schema: dict[str, Any], name: str) -> set[str]:
+    return set(schema["components"]["schemas"][name]["properties"])
+
+
+def test_representations_match_the_schema(schema: dict[str, Any]) -> None:
+    assert _properties(schema, "Execution") == EXECUTION_KEYS
+    assert _properties(schema, "Step") == STEP_KEYS
+    assert _properties(schema, "Partition") == PARTITION_KEYS | {"context"}
+    assert _properties(schema, "Problem") >= {"type", "title", "status", "code", "detail", "errors"}
+    assert _properties(schema, "ExecutionPage") == {"next", "previous", "results"}
+    status = schema["components"]["schemas"]["BatchStatusEnum"]["enum"]
+    assert status == [
+        "STARTING",
+        "STARTED",
+        "STOPPING",
+        "STOPPED",
+        "FAILED",
+        "COMPLETED",
+        "ABANDONED",
+        "UNKNOWN",
+    ]
+
+
+@pytest.mark.parametrize(("path", "asset"), [("docs/", "swagger-ui-dist"), ("redoc/", "redoc")])
+def test_the_docs_pages_are_served_offline(path: str, asset: str) -> None:
+    response = APIClient().get(url(path))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert f"drf_spectacular_sidecar/{asset}" in page
+    assert "cdn." not in page
+    assert "jsdelivr" not in page
+    assert "unpkg" not in page
+    assert finders.find(f"drf_spectacular_sidecar/{asset}") is not None
+
+
+def test_the_migration_creates_the_roles_the_api_checks(db: None) -> None:
+    from django.contrib.auth.models import Group
+
+    migration = importlib.import_module("oxide_batch.migrations.0009_api_groups")
+    assert {name: tuple(codes) for name, codes in roles.ROLES.items()} == migration.ROLES
+    assert dict(roles.PERMISSIONS) == migration.PERMISSIONS
+    for name, codenames in roles.ROLES.items():
+        granted = set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))
+        assert granted == set(codenames)
