@@ -7,13 +7,16 @@ default is an SQLite file in the project directory.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
 
 from oxide_batch.domain.durations import parse_duration
+from oxide_batch.domain.evidence import validate_stale_after
 
 # Lets generic classes such as ModelAdmin[...] be subscripted at run time.
 django_stubs_ext.monkeypatch()
@@ -47,6 +50,11 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "oxide_batch",
 ]
 
@@ -88,6 +96,86 @@ LOCK_TIMEOUT = parse_duration(os.environ.get("OXIDE_BATCH_LOCK_TIMEOUT", "5s"))
 # ceilings 1 MiB and 64, enforced by the domain).
 OXIDE_BATCH_STATE_MAX_BYTES = int(os.environ.get("OXIDE_BATCH_STATE_MAX_BYTES", 64 * 1024))
 OXIDE_BATCH_STATE_MAX_DEPTH = int(os.environ.get("OXIDE_BATCH_STATE_MAX_DEPTH", 16))
+
+
+def _recovery_stale_after() -> timedelta:
+    """How long an active execution must be inactive before recovery may be
+    proposed (SPEC §2.5): a duration such as ``15m``, 1 min – 24 h."""
+    text = os.environ.get("OXIDE_BATCH_RECOVERY_STALE_AFTER", "15m")
+    try:
+        return validate_stale_after(parse_duration(text))
+    except ValueError as error:
+        raise ImproperlyConfigured(f"OXIDE_BATCH_RECOVERY_STALE_AFTER: {error}") from None
+
+
+OXIDE_BATCH_RECOVERY_STALE_AFTER = _recovery_stale_after()
+
+
+def _purge_min_age() -> timedelta:
+    """How far in the past a purge cutoff must be at least (SPEC §2.5): a
+    duration such as ``1h``; ``0s`` is allowed (tests, demos)."""
+    text = os.environ.get("OXIDE_BATCH_PURGE_MIN_AGE", "1h")
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"OXIDE_BATCH_PURGE_MIN_AGE: {error}") from None
+
+
+OXIDE_BATCH_PURGE_MIN_AGE = _purge_min_age()
+
+# Parameter names whose values the API shows (comma-separated); parameters are
+# sensitive by default, so every other value is shown by name and type only.
+OXIDE_BATCH_VISIBLE_PARAMETERS = frozenset(_env_list("OXIDE_BATCH_VISIBLE_PARAMETERS", []))
+
+# The largest request body (bytes) the API reads; larger → 413 problem+json.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024))
+
+# The HTTP API (oxide_batch/api). Token authentication first, so an anonymous
+# request gets 401 (with WWW-Authenticate) rather than 403.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # DRF's TokenAuthentication, reading the batch permissions in the same query.
+        "oxide_batch.api.authentication.BatchTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["oxide_batch.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "STRICT_JSON": True,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "oxide_batch API",
+    "DESCRIPTION": (
+        "The durable job repository of a batch framework: runtimes record launches, "
+        "steps, chunk checkpoints, partitions and flow decisions; every mutation is a "
+        "compare-and-swap on a version. Errors are application/problem+json."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "BatchStatusEnum": "oxide_batch.domain.status.BatchStatus",
+        "FailureCategoryEnum": "oxide_batch.domain.status.FailureCategory",
+        "FlowTransitionKindEnum": "oxide_batch.domain.flow.FlowTransitionKind",
+        "TerminalKindEnum": "oxide_batch.domain.flow.TerminalKind",
+        "ParameterTypeEnum": "oxide_batch.domain.parameters.ParameterType",
+    },
+    "PATH_CONVERTER_OVERRIDES": {
+        "batch_id": {"type": "integer", "format": "int64", "minimum": 1},
+        "node_id": {"type": "string"},
+    },
+    # Served offline from drf-spectacular-sidecar's static files, no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 
 def _database() -> dict[str, Any]:

@@ -11,19 +11,19 @@ from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescri
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.audit import AuditOperations
 from oxide_batch.repository.clock import Clock, SystemClock
+from oxide_batch.repository.control import ControlOperations
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
 from oxide_batch.repository.flow import FlowOperations
 from oxide_batch.repository.partitions import PartitionOperations
 from oxide_batch.repository.port import JobRepository
+from oxide_batch.repository.retention import RetentionOperations
 from oxide_batch.repository.schema import check_schema_version, read_schema_version
 from oxide_batch.repository.steps import StepOperations
 
 # Declared only once implemented and tested; an undeclared capability is
 # treated as unavailable by runtimes (failing closed).
-DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(
-    {RepositoryCapability.STEP_PARTITIONS}
-)
+DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(RepositoryCapability)
 
 
 class DjangoUnitOfWork(
@@ -32,6 +32,8 @@ class DjangoUnitOfWork(
     StepOperations,
     PartitionOperations,
     AuditOperations,
+    ControlOperations,
+    RetentionOperations,
 ):
     """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""
 

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from oxide_batch.domain.definitions import DefinitionRegistration, JobDefinition, UpgradeEdge
 from oxide_batch.domain.descriptor import RepositoryDescriptor
+from oxide_batch.domain.evidence import (
+    ExecutionControl,
+    ExecutionView,
+    RecoveryEvidence,
+    StopResult,
+)
 from oxide_batch.domain.execution import (
     ExecutionCounts,
     JobExecution,
@@ -27,6 +34,16 @@ from oxide_batch.domain.operator import OperatorAction, OperatorRecord, Operator
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
 from oxide_batch.domain.recovery import RecoveryDecision, RecoveryRequest, RecoveryResult
+from oxide_batch.domain.retention import (
+    AuditedActor,
+    PurgeCounts,
+    PurgeCriteria,
+    PurgePlan,
+    RetentionAction,
+    RetentionHold,
+    RetentionRecord,
+    RetentionRecordDraft,
+)
 from oxide_batch.domain.state import StateEnvelope
 
 if TYPE_CHECKING:
@@ -61,6 +78,19 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         operator_user_id: int | None = None,
     ) -> RecoveryResult: ...
     def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None: ...
+
+    def request_execution_stop(
+        self, job_execution_id: int, expected_version: int, actor: str
+    ) -> StopResult: ...
+    def claim_execution_owner(
+        self, job_execution_id: int, expected_version: int, owner_token: bytes
+    ) -> ExecutionView: ...
+    def observe_execution_control(
+        self, job_execution_id: int, owner_token: bytes
+    ) -> ExecutionControl: ...
+    def recovery_evidence(
+        self, job_execution_id: int, *, lock: bool = False
+    ) -> RecoveryEvidence: ...
 
     def find_operator_request(
         self, action: OperatorAction, operation_id: str
@@ -130,6 +160,22 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def restart_step_partition_plan(
         self, source_step_execution_id: int, target_step_execution_id: int
     ) -> list[StepPartition]: ...
+
+    def now(self) -> datetime: ...
+
+    def job_instance_hold(self, job_instance_id: int) -> RetentionHold | None: ...
+    def place_instance_hold(
+        self, job_instance_id: int, actor: AuditedActor, reason_code: str
+    ) -> RetentionHold: ...
+    def release_instance_hold(self, job_instance_id: int) -> RetentionHold | None: ...
+    def find_retention_record(
+        self, action: RetentionAction, operation_id: str
+    ) -> RetentionRecord | None: ...
+    def append_retention_record(self, draft: RetentionRecordDraft) -> RetentionRecord | None: ...
+    def purge_survey(self, criteria: PurgeCriteria, *, min_age: timedelta) -> PurgePlan: ...
+    def apply_purge(self, plan: PurgePlan, *, min_age: timedelta) -> PurgeCounts: ...
+    def prune_audit(self, before: datetime, *, limit: int) -> dict[str, int]: ...
+    def count_prunable_audit(self, before: datetime) -> dict[str, int]: ...
 
 
 class JobRepository(Protocol):

@@ -31,11 +31,17 @@ def test_migrations_record_the_supported_schema_version(repo):
     assert check_ids() == []
 
 
-def test_the_descriptor_declares_only_what_is_implemented(repo):
+def test_the_descriptor_declares_the_six_capabilities(repo):
     descriptor = repo.descriptor()
-    # Operator, ownership, hold and purge capabilities come with their own
-    # issues; until then they are undeclared (fail closed).
-    assert descriptor.capabilities == {RepositoryCapability.STEP_PARTITIONS}
+    assert descriptor.capabilities == set(RepositoryCapability)
+    assert {c.value for c in descriptor.capabilities} == {
+        "operator_requests",
+        "stop_requests",
+        "execution_ownership",
+        "instance_holds",
+        "retention_purge",
+        "step_partitions",
+    }
 
 
 def test_an_older_schema_requires_migration(repo):
