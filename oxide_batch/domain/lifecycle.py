@@ -78,6 +78,14 @@ def validate_transition(current: BatchStatus, target: BatchStatus) -> None:
         raise IllegalTransition(from_status=current, to_status=target)
 
 
+def validate_runtime_job_transition(current: BatchStatus, target: BatchStatus) -> None:
+    """SPEC §2.1/§9: through the runtime API a runtime moves its own job
+    executions, but ABANDONED and leaving UNKNOWN are operator decisions
+    (``illegal_transition``). Steps follow the full table."""
+    if target is S.ABANDONED or current is S.UNKNOWN:
+        raise IllegalTransition(from_status=current, to_status=target)
+
+
 def validate_restart(status: BatchStatus) -> None:
     """Only STOPPED and FAILED attempts may be followed by a new attempt."""
     if status not in RESTARTABLE:
@@ -125,10 +133,17 @@ def compare_and_transition(
     version: int,
     expected_version: int,
     transition: LifecycleTransition,
+    *,
+    runtime_job: bool = False,
 ) -> tuple[ExecutionMetadata, int]:
-    """The whole CAS: version check first, then the rule, then the version bump."""
+    """The whole CAS: version check first, then the rule, then the version bump.
+
+    ``runtime_job`` adds the runtime's restriction on job executions.
+    """
     validate_expected_version(expected_version, version)
     updated = transition_metadata(metadata, transition)
+    if runtime_job:
+        validate_runtime_job_transition(metadata.status, transition.target)
     return updated, next_version(version)
 
 

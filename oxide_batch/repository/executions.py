@@ -189,9 +189,18 @@ class ExecutionOperations(DefinitionOperations):
 
     @operation
     def transition_job_execution(
-        self, job_execution_id: int, expected_version: int, transition: LifecycleTransition
+        self,
+        job_execution_id: int,
+        expected_version: int,
+        transition: LifecycleTransition,
+        *,
+        by_runtime: bool = False,
     ) -> JobExecution:
-        """CAS transition: lock the row, check version and rule, write, bump the version."""
+        """CAS transition: lock the row, check version and rule, write, bump the version.
+
+        ``by_runtime`` applies the runtime's restriction (SPEC §9): ABANDONED and
+        leaving UNKNOWN are operator decisions → ``IllegalTransition``.
+        """
         return self._compare_and_swap(
             models.JobExecution,
             self._id(JOB_EXECUTION, job_execution_id),
@@ -199,7 +208,11 @@ class ExecutionOperations(DefinitionOperations):
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: compare_and_transition(
-                current.metadata, current.version, expected_version, transition.stamped(now)
+                current.metadata,
+                current.version,
+                expected_version,
+                transition.stamped(now),
+                runtime_job=by_runtime,
             ),
             activity=True,
         )

@@ -65,7 +65,12 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
     def job_executions(self, job_instance_id: int) -> list[JobExecution]: ...
     def transition_job_execution(
-        self, job_execution_id: int, expected_version: int, transition: LifecycleTransition
+        self,
+        job_execution_id: int,
+        expected_version: int,
+        transition: LifecycleTransition,
+        *,
+        by_runtime: bool = False,
     ) -> JobExecution: ...
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str

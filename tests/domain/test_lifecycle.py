@@ -375,3 +375,47 @@ def test_stopped_is_not_terminal_it_can_still_be_abandoned_or_restarted():
         metadata, version, version, _move(S.ABANDONED, 110)
     )
     assert (abandoned.status, new_version) == (S.ABANDONED, version + 1)
+
+
+# -- the runtime's restriction on job executions (SPEC §2.1, §9) ---------------------
+
+RUNTIME_REFUSED = [
+    (S.STOPPED, S.ABANDONED),
+    (S.FAILED, S.ABANDONED),
+    (S.UNKNOWN, S.ABANDONED),
+    (S.UNKNOWN, S.FAILED),
+]
+
+
+@pytest.mark.parametrize(("source", "target"), RUNTIME_REFUSED)
+def test_a_runtime_may_not_abandon_or_leave_unknown(source, target):
+    metadata = metadata_in(source)
+    transition = LifecycleTransition(target, failure=failure(42), at=at(103))
+    assert compare_and_transition(metadata, 0, 0, transition)  # the table allows it
+    with pytest.raises(IllegalTransition) as error:
+        compare_and_transition(metadata, 0, 0, transition, runtime_job=True)
+    assert (error.value.from_status, error.value.to_status) == (source, target)
+
+
+def test_the_runtime_restriction_comes_after_the_version_check():
+    metadata = metadata_in(S.UNKNOWN)
+    with pytest.raises(StaleVersion):
+        compare_and_transition(
+            metadata, 1, 0, LifecycleTransition(S.ABANDONED, at=at(103)), runtime_job=True
+        )
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        (S.STARTING, S.STARTED),
+        (S.STARTED, S.FAILED),
+        (S.STARTED, S.UNKNOWN),
+        (S.STOPPING, S.STOPPED),
+    ],
+)
+def test_other_legal_moves_are_open_to_a_runtime(source, target):
+    metadata = metadata_in(source)
+    transition = LifecycleTransition(target, failure=failure(42), at=at(103))
+    updated, version = compare_and_transition(metadata, 0, 0, transition, runtime_job=True)
+    assert (updated.status, version) == (target, 1)

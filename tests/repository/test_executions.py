@@ -244,3 +244,24 @@ class TestDatabaseConstraints:
 def launch_only_latest(repo, instance_id):
     with repo.begin() as uow:
         return uow.job_executions(instance_id)[-1]
+
+
+@pytest.mark.parametrize(
+    ("path", "target"),
+    [((S.UNKNOWN,), S.FAILED), ((S.STARTED, S.FAILED), S.ABANDONED)],
+    ids=["leave-UNKNOWN", "ABANDON"],
+)
+def test_a_runtime_transition_may_not_abandon_or_leave_unknown(repo, clock, path, target):
+    execution = move(repo, launch(repo), *path, clock=clock)
+    with repo.begin() as uow, pytest.raises(IllegalTransition):
+        uow.transition_job_execution(
+            execution.id,
+            execution.version,
+            LifecycleTransition(target, failure=failure()),
+            by_runtime=True,
+        )
+    with repo.begin() as uow:  # an operator path (no runtime flag) may
+        moved = uow.transition_job_execution(
+            execution.id, execution.version, LifecycleTransition(target, failure=failure())
+        )
+    assert moved.status is target
