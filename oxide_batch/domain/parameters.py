@@ -48,6 +48,9 @@ def _check_value(type_: ParameterType, value: object) -> ParameterValue:
             raise InvalidParameterValue(reason="a string parameter needs a string value")
         if len(value.encode("utf-8")) > MAX_STRING_PARAMETER_BYTES:
             raise ParameterStringTooLong(max_bytes=MAX_STRING_PARAMETER_BYTES)
+        if "\x00" in value:
+            # PostgreSQL cannot store NUL in text or JSONB: refuse it up front.
+            raise InvalidParameterValue(reason="a string parameter may not contain NUL")
         return value
     if type_ is ParameterType.BOOL:
         if not isinstance(value, bool):

@@ -607,3 +607,9 @@ def test_a_duration_is_an_integer_and_a_unit(text, expected):
 def test_a_duration_in_any_other_form_is_refused(text):
     with pytest.raises(ValueError, match=r"expected e\.g\. 90s"):
         parse_duration(text)
+
+
+def test_a_string_parameter_may_not_contain_nul():
+    with pytest.raises(InvalidParameterValue):
+        JobParameter("path", ParameterType.STRING, "a\x00b")
+    assert JobParameter("path", ParameterType.STRING, "a\tb").value == "a\tb"
