@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from django.db import DatabaseError, connections, models, transaction
 
-from oxide_batch.domain.errors import RepositoryError
+from oxide_batch.domain.errors import OxideBatchError, RepositoryError
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
+from oxide_batch.repository import hooks
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, metadata_columns
 
@@ -48,17 +50,31 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
     raises the same error instead of silently committing nothing.
     """
 
+    name = method.__name__
+
     @functools.wraps(method)
     def wrapper(self: U, /, *args: P.args, **kwargs: P.kwargs) -> R:
         self._require_open()
-        try:
+        if self._depth:  # an operation calling another is observed once, as itself
             return method(self, *args, **kwargs)
+        started = time.perf_counter()
+        self._depth += 1
+        try:
+            result = method(self, *args, **kwargs)
         except DatabaseError as error:
             mapped = translate(error)
             self._poison(mapped)
+            self._observe(name, started, args, kwargs, error=mapped or error)
             if mapped is None:
                 raise
             raise mapped from error
+        except OxideBatchError as error:
+            self._observe(name, started, args, kwargs, error=error)
+            raise
+        finally:
+            self._depth -= 1
+        self._observe(name, started, args, kwargs, result=result)
+        return result
 
     return wrapper
 
@@ -74,6 +90,7 @@ class UnitOfWorkBase:
         self._state_limits = state_limits or StateLimits()
         self._state = _State.NEW
         self._fault: RepositoryError | None = None
+        self._depth = 0
         self._atomic: transaction.Atomic | None = None
         self._outermost = False
 
@@ -143,6 +160,30 @@ class UnitOfWorkBase:
         self._state = _State.ROLLED_BACK
         transaction.set_rollback(True, using=self._using)
         self._atomic.__exit__(exc_type, exc, traceback)
+
+    def _observe(
+        self,
+        name: str,
+        started: float,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        outcome = "ok" if error is None else getattr(error, "code", "database_error")
+        hooks.notify(
+            hooks.OperationEvent(
+                operation=name,
+                outcome=outcome,
+                seconds=time.perf_counter() - started,
+                using=self._using,
+                args=args,
+                kwargs=kwargs,
+                result=result,
+                error=error,
+            )
+        )
 
     def _require_open(self) -> None:
         if self._state is not _State.OPEN:

@@ -1,0 +1,50 @@
+"""Repository observers see every operation once, with its outcome, and can
+never change it."""
+
+from __future__ import annotations
+
+import pytest
+
+from oxide_batch.domain import BatchStatus, LifecycleTransition
+from oxide_batch.domain.errors import StaleVersion
+from oxide_batch.repository import hooks
+from tests.helpers import key, launch
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seen():
+    events: list[hooks.OperationEvent] = []
+    hooks.register(events.append)
+    yield events
+    hooks.unregister(events.append)
+
+
+def test_every_operation_is_observed_once_with_its_outcome(repo, seen):
+    execution = launch(repo)
+    with repo.begin() as uow, pytest.raises(StaleVersion):
+        uow.transition_job_execution(execution.id, 5, LifecycleTransition(BatchStatus.STARTED))
+    names = [(event.operation, event.outcome) for event in seen]
+    # select_or_create calls find_job_instance only when the key exists: observed once.
+    assert names == [
+        ("select_or_create_job_instance", "ok"),
+        ("create_job_execution", "ok"),
+        ("transition_job_execution", "stale_version"),
+    ]
+    assert seen[1].result == execution
+    assert all(event.seconds >= 0 for event in seen)
+
+
+def test_a_failing_observer_changes_nothing(repo):
+    def broken(event: hooks.OperationEvent) -> None:
+        raise RuntimeError("sink down")
+
+    hooks.register(broken)
+    try:
+        with repo.begin() as uow:
+            selection = uow.select_or_create_job_instance(key())
+            uow.commit()
+    finally:
+        hooks.unregister(broken)
+    assert selection.created
