@@ -31,3 +31,17 @@ def clock() -> FixedClock:
 @pytest.fixture
 def repo(clock: FixedClock) -> DjangoJobRepository:
     return DjangoJobRepository(clock)
+
+
+@pytest.fixture(autouse=True)
+def _schema_version_row(request: pytest.FixtureRequest) -> None:
+    """Transactional tests flush every table, the migrations' schema-version row
+    included; put it back so the next test sees a migrated database."""
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    from oxide_batch.models import SchemaVersion
+    from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
+
+    blocker = request.getfixturevalue("django_db_blocker")
+    with blocker.unblock():
+        SchemaVersion.objects.get_or_create(id=1, defaults={"version": SUPPORTED_SCHEMA_VERSION})

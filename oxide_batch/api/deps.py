@@ -1,14 +1,28 @@
-"""The repository the API works with (one per request: it is cheap, and reads
-the state limits from the settings as they are)."""
+"""The repository and services the API works with (one per request: they are
+cheap, and read the state limits, the stale threshold and the purge minimum
+age from the settings as they are)."""
 
 from __future__ import annotations
 
-from oxide_batch.repository import DjangoJobRepository, JobRepository
+from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.repository.clock import Clock, SystemClock
+from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.retention import RetentionService
 
 # Tests may replace the clock (``monkeypatch.setattr(deps, "clock", FixedClock())``).
 clock: Clock = SystemClock()
 
 
-def repository() -> JobRepository:
+def repository() -> DjangoJobRepository:
     return DjangoJobRepository(clock)
+
+
+def operator_service() -> OperatorService:
+    """Stop, abandon, recover and recovery proposals (threshold: the setting
+    ``OXIDE_BATCH_RECOVERY_STALE_AFTER``)."""
+    return OperatorService(repository())
+
+
+def retention_service() -> RetentionService:
+    """Holds and the two-phase purge (minimum age: the setting ``OXIDE_BATCH_PURGE_MIN_AGE``)."""
+    return RetentionService(repository())

@@ -6,7 +6,9 @@ error's durable code (``stale_version``, ``job_execution_not_found``, …) or
 each field (a dotted path such as ``counts.read`` or ``entries.3.key``) to a
 list of ``{code, message, …fields}``. The typed error's structured fields
 (``expected``, ``actual``, …) follow as members (see ``oxide_batch.client.wire``
-for the renaming of ``status``).
+for the renaming of ``status``). A refusal an operator endpoint replays from its
+audit row (same action, operation id and request digest) is the same problem
+plus ``replayed: true``.
 
 Statuses: input → 400 (the input-shaped repository variants keep their own
 code), not found → 404, a rule or conflict → 409 (``*_corrupt`` included),
@@ -149,6 +151,9 @@ def typed_problem(error: OxideBatchError) -> tuple[int, dict[str, Any]]:
     if isinstance(error, DomainError):
         return status, invalid_request({NON_FIELD: [error_entry(error)]})
     fields = {problem_member(name): value for name, value in error.details().items()}
+    if getattr(error, "replayed", False):
+        # A recorded refusal answered again (SPEC §9): the same problem, marked.
+        fields["replayed"] = True
     return status, problem(status, error.code, error.message, **fields)
 
 

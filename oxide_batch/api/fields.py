@@ -8,9 +8,11 @@ a number that is not an integer where an integer is expected → 400).
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.client.wire import format_instant
@@ -116,3 +118,25 @@ class JSONObjectField(serializers.JSONField):
         if not isinstance(data, dict):
             raise serializers.ValidationError("expected a JSON object", code="not_an_object")
         return data
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class InstantInputField(serializers.Field):  # type: ignore[type-arg]
+    """An RFC 3339 instant as a JSON string with an offset (``Z`` or ``±hh:mm``),
+    converted to UTC; without an offset, or out of range → invalid."""
+
+    default_error_messages = {"invalid": "expected an RFC 3339 instant with an offset"}
+
+    def to_internal_value(self, data: Any) -> datetime:
+        if not isinstance(data, str) or len(data) > 64:
+            self.fail("invalid")
+        try:
+            value = datetime.fromisoformat(data)
+            if value.tzinfo is None:
+                self.fail("invalid")
+            return value.astimezone(UTC)
+        except (ValueError, OverflowError):
+            self.fail("invalid")
+
+    def to_representation(self, value: datetime) -> str | None:
+        return format_instant(value)

@@ -1,6 +1,8 @@
 """List filters (django-filter), SPEC §9: ``status`` (repeatable), ``job_name``,
 ``created_after``/``created_before``, ``ended_after``/``ended_before``,
-``unresolved_for`` (seconds: UNKNOWN, or active without activity for that long).
+``unresolved_for`` (seconds: UNKNOWN, or active without activity for that long);
+the audit lists filter by ``job_execution_id``, ``job_instance_id``, ``action``,
+``outcome`` and ``operation_id``.
 
 ``*_after`` is inclusive and ``*_before`` exclusive (a half-open range); an
 instant without an offset is UTC. Every value is validated (an unknown status,
@@ -21,7 +23,15 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 from oxide_batch import selectors as batch_selectors
 from oxide_batch.api import deps
 from oxide_batch.domain.errors import DomainError
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
+from oxide_batch.domain.names import (
+    NameKind,
+    OperatorStringKind,
+    validate_name,
+    validate_operator_string,
+)
+from oxide_batch.domain.operator import OperatorAction, RecordOutcome
+from oxide_batch.domain.retention import RetentionAction
 from oxide_batch.domain.status import BatchStatus
 
 
@@ -82,6 +92,60 @@ class ExecutionFilter(django_filters.FilterSet):  # type: ignore[misc]
 
 class InstanceFilter(django_filters.FilterSet):  # type: ignore[misc]
     job_name = django_filters.CharFilter(field_name="job_name", validators=[_job_name], strip=False)
+
+
+# -- audit lists ----------------------------------------------------------------------
+
+_IDENTIFIER = re.compile(r"[0-9]{1,19}")
+
+
+def _identifier(value: str) -> None:
+    if _IDENTIFIER.fullmatch(value) is None or not 1 <= int(value) <= MAX_IDENTIFIER:
+        raise DjangoValidationError(
+            f"an identifier from 1 to {MAX_IDENTIFIER}", code="invalid_identifier"
+        )
+
+
+def _operation_id(value: str) -> None:
+    try:
+        validate_operator_string(value, OperatorStringKind.OPERATION_ID)
+    except DomainError as error:
+        raise DjangoValidationError(error.message, code=error.code) from None
+
+
+def id_filter(field_name: str) -> django_filters.CharFilter:
+    return django_filters.CharFilter(field_name=field_name, validators=[_identifier], strip=False)
+
+
+def operation_id_filter() -> django_filters.CharFilter:
+    return django_filters.CharFilter(
+        field_name="operation_id", validators=[_operation_id], strip=False
+    )
+
+
+class RecoveryDecisionFilter(django_filters.FilterSet):  # type: ignore[misc]
+    job_execution_id = id_filter("job_execution_id")
+    job_instance_id = id_filter("job_instance_id")
+
+
+class OperatorRequestFilter(django_filters.FilterSet):  # type: ignore[misc]
+    job_execution_id = id_filter("job_execution_id")
+    job_instance_id = id_filter("job_instance_id")
+    action = django_filters.ChoiceFilter(
+        field_name="action", choices=[(action.value, action.value) for action in OperatorAction]
+    )
+    outcome = django_filters.ChoiceFilter(
+        field_name="outcome", choices=[(outcome.value, outcome.value) for outcome in RecordOutcome]
+    )
+    operation_id = operation_id_filter()
+
+
+class RetentionRecordFilter(django_filters.FilterSet):  # type: ignore[misc]
+    job_instance_id = id_filter("job_instance_id")
+    action = django_filters.ChoiceFilter(
+        field_name="action", choices=[(action.value, action.value) for action in RetentionAction]
+    )
+    operation_id = operation_id_filter()
 
 
 def apply_filters(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from oxide_batch.api.serializers import ProblemOutput
@@ -80,3 +81,18 @@ def endpoint(
         parameters=list(parameters or ()),
         tags=list(tags),
     )
+
+
+class BodySchema(AutoSchema):
+    """drf-spectacular documents request bodies of PUT, PATCH and POST only; the
+    hold release (``DELETE instances/{id}/hold``) carries one too (reason code
+    and operation id, SPEC §4), so DELETE is documented like POST here."""
+
+    def _get_request_body(self, direction: str = "request") -> Any:
+        if self.method != "DELETE":
+            return super()._get_request_body(direction)  # type: ignore[no-untyped-call]
+        self.method = "POST"
+        try:
+            return super()._get_request_body(direction)  # type: ignore[no-untyped-call]
+        finally:
+            self.method = "DELETE"

@@ -21,6 +21,9 @@ from oxide_batch.domain.errors import (
     StepExecutionNotFound,
 )
 from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
+from oxide_batch.domain.operator import OperatorRecord
+from oxide_batch.domain.retention import PurgeCounts, RetentionAction, RetentionRecord
+from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
 from oxide_batch.repository.records import (
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
@@ -196,3 +199,75 @@ def step(step_id: int) -> StepExecution:
     if row is None:
         raise StepExecutionNotFound(id=step_id)
     return step_from_row(row)
+
+
+# -- audit (append-only; newest first by id through the keyset pagination) ----------
+
+RECOVERY_DECISION_COLUMNS = (
+    "id",
+    "job_instance_id",
+    "job_execution_id",
+    "execution_version",
+    "prior_status",
+    "resulting_status",
+    "reason_code",
+    "operator_reference",
+    "evidence_digest",
+    "decided_at",
+)
+RETENTION_RECORD_COLUMNS = (
+    "id",
+    "action",
+    "operation_id",
+    "actor",
+    "actor_user_id",
+    "reason_code",
+    "request_digest",
+    "job_instance_id",
+    "plan_digest",
+    "batch_bound",
+    *(f"deleted_{kind}" for kind in models.PURGE_KINDS),
+    "changed",
+    "applied_at",
+)
+
+
+def recovery_decisions() -> QuerySet[Any, dict[str, Any]]:
+    rows: QuerySet[Any, dict[str, Any]] = models.RecoveryDecision.objects.values(
+        *RECOVERY_DECISION_COLUMNS
+    )
+    return rows
+
+
+def operator_requests() -> QuerySet[Any, dict[str, Any]]:
+    rows: QuerySet[Any, dict[str, Any]] = models.OperatorRequest.objects.values(*RECORD_COLUMNS)
+    return rows
+
+
+def operator_record_from_row(row: Row) -> OperatorRecord:
+    return record_from_row(dict(row))
+
+
+def retention_records() -> QuerySet[Any, dict[str, Any]]:
+    rows: QuerySet[Any, dict[str, Any]] = models.RetentionRecord.objects.values(
+        *RETENTION_RECORD_COLUMNS
+    )
+    return rows
+
+
+def retention_record_from_row(row: Row) -> RetentionRecord:
+    return RetentionRecord(
+        id=row["id"],
+        action=RetentionAction(row["action"]),
+        operation_id=row["operation_id"],
+        actor=row["actor"],
+        actor_user_id=row["actor_user_id"],
+        reason_code=row["reason_code"],
+        request_digest=row["request_digest"],
+        job_instance_id=row["job_instance_id"],
+        plan_digest=row["plan_digest"],
+        batch_bound=row["batch_bound"],
+        counts=PurgeCounts(*(row[f"deleted_{kind}"] for kind in models.PURGE_KINDS)),
+        changed=row["changed"],
+        applied_at=row["applied_at"],
+    )

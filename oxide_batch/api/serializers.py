@@ -12,6 +12,8 @@ UTC with milliseconds and digests as lowercase hex.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -25,6 +27,7 @@ from oxide_batch.api.fields import (
     EnumField,
     IdField,
     InstantField,
+    InstantInputField,
     JSONObjectField,
     StrictBooleanField,
     StrictCharField,
@@ -33,6 +36,7 @@ from oxide_batch.api.fields import (
 from oxide_batch.api.selectors import ExecutionRecord, InstanceRecord
 from oxide_batch.domain.definitions import Manifest, UpgradeEdge
 from oxide_batch.domain.errors import InvalidParameterValue, PartitionPlanTooLarge
+from oxide_batch.domain.evidence import RecoveryProposal, default_failure_category
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import (
     MAX_START_LIMIT,
@@ -43,9 +47,27 @@ from oxide_batch.domain.flow import (
 )
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.lifecycle import LifecycleTransition
-from oxide_batch.domain.names import NameKind, parse_owner_token, validate_name
+from oxide_batch.domain.names import (
+    NameKind,
+    OperatorStringKind,
+    parse_owner_token,
+    validate_name,
+    validate_operator_string,
+)
+from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.partitions import MAX_PARTITIONS, PartitionPlanEntry
+from oxide_batch.domain.recovery import RecoveryDecision, RecoveryDisposition
+from oxide_batch.domain.retention import (
+    DEFAULT_PURGE_REASON,
+    DEFAULT_PURGE_STATUSES,
+    MAX_BATCH_BOUND,
+    BatchBoundOutOfRange,
+    PurgeCounts,
+    PurgePlan,
+    RetentionAction,
+    purge_statuses,
+)
 from oxide_batch.domain.state import (
     PARTITION_CONTEXT_LIMITS,
     EnvelopeKind,
@@ -53,6 +75,9 @@ from oxide_batch.domain.state import (
     StateLimits,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.services.audit import Outcome
+from oxide_batch.services.operator import OperatorResult
+from oxide_batch.services.retention import RetentionResult
 
 if TYPE_CHECKING:
     _Serializer = serializers.Serializer[Any]
@@ -60,6 +85,10 @@ else:
     _Serializer = serializers.Serializer
 
 K = IdentifierKind
+REASON_CODE = OperatorStringKind.REASON_CODE
+OPERATION_ID = OperatorStringKind.OPERATION_ID
+# Audit lists show evidence digests by this many leading hex characters.
+DIGEST_PREFIX = 12
 
 
 def state_limits() -> StateLimits:
@@ -657,6 +686,10 @@ class ProblemOutput(Output):
             required=False,
             help_text="invalid_request only: field path → errors.",
         )
+        fields["replayed"] = serializers.BooleanField(
+            required=False,
+            help_text="Operator endpoints: true when a recorded refusal is answered again.",
+        )
         return fields
 
 
@@ -680,6 +713,480 @@ class ExecutionPageOutput(PageOutput):
 
 class StepPageOutput(PageOutput):
     results = StepOutput(many=True)
+
+
+# ====================================================================== operator
+
+
+def operator_string(path: str, kind: OperatorStringKind, value: str) -> str:
+    with at(path):
+        return validate_operator_string(value, kind)
+
+
+class StopInput(Input):
+    expected_version = StrictIntegerField(
+        help_text="Checked on STARTING/STARTED; a no-op stop (STOPPING or finished) skips it."
+    )
+    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+
+    def to_domain(self) -> tuple[int, str]:
+        data = self.validated_data
+        operation_id = operator_string("operation_id", OPERATION_ID, data["operation_id"])
+        return data["expected_version"], operation_id
+
+
+class AbandonInput(Input):
+    expected_version = StrictIntegerField(
+        help_text="Checked on STOPPED/FAILED; abandoning an ABANDONED attempt skips it."
+    )
+    reason_code = StrictCharField(help_text="1–64 bytes of A-Z 0-9 _")
+    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+
+    def to_domain(self) -> tuple[int, str, str]:
+        data = self.validated_data
+        reason_code = operator_string("reason_code", REASON_CODE, data["reason_code"])
+        operation_id = operator_string("operation_id", OPERATION_ID, data["operation_id"])
+        return data["expected_version"], reason_code, operation_id
+
+
+@dataclass(frozen=True)
+class RecoverCommand:
+    expected_version: int
+    disposition: RecoveryDisposition
+    reason_code: str
+    evidence_digest: str
+    operation_id: str
+    failure_category: FailureCategory | None
+    failure_id: int | None
+
+
+class RecoverInput(Input):
+    expected_version = StrictIntegerField(help_text="The version the proposal showed.")
+    disposition = EnumField(RecoveryDisposition)
+    reason_code = StrictCharField(
+        help_text="1–64 bytes of A-Z 0-9 _; `UNKNOWN_EFFECT` to mark an unknown commit FAILED."
+    )
+    evidence_digest = DigestField(help_text="The proposal's `evidence_digest`, in full.")
+    failure_category = EnumField(
+        FailureCategory,
+        required=False,
+        help_text=(
+            "MARK_FAILED only; default UNKNOWN_COMMIT with the unknown-commit marker, "
+            "else STALE_RECOVERED."
+        ),
+    )
+    failure_id = IdField(required=False, help_text="Default: generated by the server.")
+    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+
+    def to_domain(self) -> RecoverCommand:
+        data = self.validated_data
+        failure_id = data.get("failure_id")
+        if failure_id is not None:
+            identifier("failure_id", K.FAILURE, failure_id)
+        return RecoverCommand(
+            expected_version=data["expected_version"],
+            disposition=data["disposition"],
+            reason_code=operator_string("reason_code", REASON_CODE, data["reason_code"]),
+            evidence_digest=data["evidence_digest"],
+            operation_id=operator_string("operation_id", OPERATION_ID, data["operation_id"]),
+            failure_category=data.get("failure_category"),
+            failure_id=failure_id,
+        )
+
+
+class HoldInput(Input):
+    reason_code = StrictCharField(help_text="1–64 bytes of A-Z 0-9 _ (e.g. LEGAL_HOLD)")
+    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+
+    def to_domain(self) -> tuple[str, str]:
+        data = self.validated_data
+        return (
+            operator_string("reason_code", REASON_CODE, data["reason_code"]),
+            operator_string("operation_id", OPERATION_ID, data["operation_id"]),
+        )
+
+
+@dataclass(frozen=True)
+class SurveyCommand:
+    cutoff: datetime
+    job_name: str | None
+    statuses: frozenset[BatchStatus]
+    limit: int
+
+
+class SurveyInput(Input):
+    ended_before = InstantInputField(
+        help_text=(
+            "The cutoff (RFC 3339 with an offset): at least OXIDE_BATCH_PURGE_MIN_AGE in the past."
+        )
+    )
+    job_name = StrictCharField(required=False, help_text="Only instances of this job.")
+    statuses = serializers.ListField(
+        child=EnumField(BatchStatus),
+        required=False,
+        max_length=8,
+        help_text="Finished statuses; default STOPPED, FAILED, COMPLETED, ABANDONED.",
+    )
+    limit = StrictIntegerField(
+        required=False,
+        help_text=f"The batch bound, 1–{MAX_BATCH_BOUND} (default {MAX_BATCH_BOUND}).",
+    )
+
+    def to_domain(self) -> SurveyCommand:
+        data = self.validated_data
+        job_name = data.get("job_name")
+        if job_name is not None:
+            name("job_name", NameKind.JOB, job_name)
+        statuses = DEFAULT_PURGE_STATUSES
+        if "statuses" in data:
+            with at("statuses"):
+                statuses = purge_statuses(data["statuses"])
+        limit = data.get("limit", MAX_BATCH_BOUND)
+        if not 1 <= limit <= MAX_BATCH_BOUND:
+            with at("limit"):
+                raise BatchBoundOutOfRange(bound=limit)
+        return SurveyCommand(data["ended_before"], job_name, statuses, limit)
+
+
+# ------------------------------------------------------------------ operator outputs
+
+
+class MarkersOutput(Output):
+    unknown_commit = serializers.BooleanField(
+        help_text="UNKNOWN, failure category UNKNOWN_COMMIT, or the latest step UNKNOWN."
+    )
+    completed_partition = serializers.BooleanField()
+    committed_flow_decision = serializers.BooleanField()
+
+
+class CheckpointEvidenceOutput(Output):
+    schema = serializers.CharField(allow_null=True)
+    schema_version = serializers.IntegerField(allow_null=True)
+    size = serializers.IntegerField(help_text="UTF-8 bytes of the stored checkpoint.")
+    intact = serializers.BooleanField(help_text="false when the stored checkpoint does not verify")
+
+
+class LatestStepEvidenceOutput(Output):
+    id = serializers.IntegerField()
+    status = EnumField(BatchStatus)
+    version = serializers.IntegerField()
+    checkpoint = CheckpointEvidenceOutput(allow_null=True)
+
+
+class EvidenceOutput(Output):
+    """The evidence digest's input, exactly: SHA-256 of its canonical JSON
+    (keys sorted, compact, UTF-8) is ``evidence_digest``."""
+
+    v = serializers.CharField(help_text="The encoding's version.")
+    job_execution_id = serializers.IntegerField()
+    status = EnumField(BatchStatus)
+    attempt = serializers.IntegerField()
+    version = serializers.IntegerField()
+    owner_recorded = serializers.BooleanField()
+    last_activity_at = serializers.CharField(help_text="RFC 3339 UTC, milliseconds.")
+    last_observed_at = serializers.CharField(allow_null=True)
+    newest_step_write_at = serializers.CharField(allow_null=True)
+    stop_requested_at = serializers.CharField(allow_null=True)
+    latest_step = LatestStepEvidenceOutput(allow_null=True)
+    markers = MarkersOutput()
+
+
+class RecoveryProposalOutput(Output):
+    job_execution_id = serializers.IntegerField()
+    status = EnumField(BatchStatus, source="evidence.status")
+    attempt = serializers.IntegerField(source="evidence.attempt")
+    version = serializers.IntegerField(help_text="Send it back as `expected_version`.")
+    eligible = serializers.BooleanField()
+    reason_code = serializers.ChoiceField(
+        choices=["recovery_not_allowed", "execution_not_stale"],
+        allow_null=True,
+        help_text="Why not eligible (null when eligible).",
+    )
+    owner_recorded = serializers.BooleanField(source="evidence.owner_recorded")
+    failure_category = EnumField(
+        FailureCategory, source="evidence.failure_category", allow_null=True
+    )
+    default_failure_category = serializers.SerializerMethodField(
+        help_text="What MARK_FAILED records when `failure_category` is not sent."
+    )
+    last_active_at = InstantField(
+        source="evidence.last_active_at",
+        help_text="The latest runtime write, owner observation or step write.",
+    )
+    inactive_seconds = serializers.SerializerMethodField()
+    threshold_seconds = serializers.SerializerMethodField(
+        help_text="OXIDE_BATCH_RECOVERY_STALE_AFTER: active executions are eligible past it."
+    )
+    markers = serializers.SerializerMethodField()
+    evidence = serializers.SerializerMethodField()
+    evidence_digest = serializers.CharField(
+        help_text="SHA-256 (hex) of the evidence; send it back in full to recover."
+    )
+
+    @extend_schema_field(EnumField(FailureCategory))
+    def get_default_failure_category(self, proposal: RecoveryProposal) -> str:
+        return default_failure_category(proposal).value
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_inactive_seconds(self, proposal: RecoveryProposal) -> int:
+        return int(proposal.inactive_for.total_seconds())
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_threshold_seconds(self, proposal: RecoveryProposal) -> int:
+        return int(proposal.threshold.total_seconds())
+
+    @extend_schema_field(MarkersOutput())
+    def get_markers(self, proposal: RecoveryProposal) -> dict[str, bool]:
+        markers: dict[str, bool] = proposal.evidence.encoded()["markers"]
+        return markers
+
+    @extend_schema_field(EvidenceOutput())
+    def get_evidence(self, proposal: RecoveryProposal) -> dict[str, Any]:
+        return proposal.evidence.encoded()
+
+
+class OperatorRecordOutput(Output):
+    """One operator request audit row (APPLIED or REJECTED)."""
+
+    id = serializers.IntegerField()
+    action = EnumField(OperatorAction)
+    operation_id = serializers.CharField()
+    actor = serializers.CharField(help_text="The authenticated user's name (or user:<id>).")
+    outcome = EnumField(RecordOutcome)
+    changed = serializers.BooleanField()
+    job_instance_id = serializers.IntegerField(allow_null=True)
+    job_execution_id = serializers.IntegerField(allow_null=True)
+    reason_code = serializers.CharField(allow_null=True)
+    observed_version = serializers.IntegerField(allow_null=True)
+    prior_status = EnumField(BatchStatus, allow_null=True)
+    result_status = EnumField(BatchStatus, allow_null=True)
+    rejection_code = serializers.CharField(
+        allow_null=True, help_text="REJECTED: the problem's code."
+    )
+    rejection_details = serializers.DictField(
+        allow_null=True, help_text="REJECTED: the problem's fields."
+    )
+    request_digest = serializers.CharField(help_text="Decides replays (never covers the actor).")
+    requested_at = InstantField()
+
+
+class RecoveryDecisionOutput(Output):
+    id = serializers.IntegerField()
+    job_execution_id = serializers.IntegerField()
+    execution_version = serializers.IntegerField(help_text="The version the operator observed.")
+    prior_status = EnumField(BatchStatus)
+    resulting_status = EnumField(BatchStatus)
+    reason_code = serializers.CharField()
+    operator_reference = serializers.CharField()
+    evidence_digest = serializers.SerializerMethodField(help_text="In full (64 hex).")
+    decided_at = InstantField()
+
+    @extend_schema_field(serializers.CharField())
+    def get_evidence_digest(self, decision: RecoveryDecision) -> str:
+        return decision.evidence_digest.hex()
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": "^(APPLIED|REPLAYED)$",
+        "description": "APPLIED now, or REPLAYED: the recorded outcome answered again.",
+    }
+)
+class ResponseOutcomeField(serializers.CharField):
+    """``APPLIED`` or ``REPLAYED`` (a pattern, not an enum: the audit rows'
+    ``outcome`` is another choice set under the same name)."""
+
+
+class OperatorResponseOutput(Output):
+    """``{outcome, replayed, changed, operation_id, execution, record}``."""
+
+    outcome = ResponseOutcomeField()
+    replayed = serializers.BooleanField(help_text="true when the recorded outcome is answered.")
+    changed = serializers.BooleanField(help_text="false for a no-op (nothing to change).")
+    operation_id = serializers.CharField()
+    execution = ExecutionOutput()
+    record = OperatorRecordOutput()
+
+
+class RecoverResponseOutput(OperatorResponseOutput):
+    decision = RecoveryDecisionOutput(
+        allow_null=True, help_text="The recovery decision (null only once audit-pruned)."
+    )
+
+
+class RetentionHoldOutput(Output):
+    job_instance_id = serializers.IntegerField()
+    actor = serializers.CharField()
+    reason_code = serializers.CharField()
+    placed_at = InstantField()
+
+
+class PurgeCountsOutput(Output):
+    flow_decisions = serializers.IntegerField()
+    step_partitions = serializers.IntegerField()
+    step_executions = serializers.IntegerField()
+    job_executions = serializers.IntegerField()
+    job_instances = serializers.IntegerField()
+
+
+class RetentionRecordOutput(Output):
+    """One retention audit row: a hold, a release or an applied purge batch."""
+
+    id = serializers.IntegerField()
+    action = EnumField(RetentionAction)
+    operation_id = serializers.CharField()
+    actor = serializers.CharField()
+    reason_code = serializers.CharField()
+    request_digest = serializers.CharField()
+    job_instance_id = serializers.IntegerField(allow_null=True)
+    plan_digest = serializers.CharField(allow_null=True)
+    batch_bound = serializers.IntegerField(allow_null=True)
+    counts = PurgeCountsOutput()
+    changed = serializers.BooleanField()
+    applied_at = InstantField()
+
+
+class HoldResponseOutput(Output):
+    """``{outcome, replayed, changed, operation_id, hold, record}``."""
+
+    outcome = ResponseOutcomeField()
+    replayed = serializers.BooleanField()
+    changed = serializers.BooleanField()
+    operation_id = serializers.CharField()
+    hold = RetentionHoldOutput(allow_null=True, help_text="The hold placed; null once released.")
+    record = RetentionRecordOutput()
+
+
+class PurgeApplyResponseOutput(Output):
+    """``{outcome, replayed, changed, operation_id, counts, record}``."""
+
+    outcome = ResponseOutcomeField()
+    replayed = serializers.BooleanField()
+    changed = serializers.BooleanField()
+    operation_id = serializers.CharField()
+    counts = PurgeCountsOutput(help_text="Rows deleted per kind.")
+    record = RetentionRecordOutput()
+
+
+class ObservedExecutionOutput(Output):
+    id = serializers.IntegerField()
+    version = serializers.IntegerField()
+
+
+class PurgeCandidateOutput(Output):
+    instance_id = serializers.IntegerField()
+    executions = ObservedExecutionOutput(many=True)
+
+
+class PurgePlanOutput(Output):
+    """A surveyed batch (SPEC §9 "Shapes"); apply takes it back whole."""
+
+    cutoff = serializers.CharField(help_text="RFC 3339 UTC, milliseconds.")
+    job_name = serializers.CharField(allow_null=True)
+    statuses = serializers.ListField(child=EnumField(BatchStatus))
+    bound = serializers.IntegerField()
+    candidates = PurgeCandidateOutput(many=True, help_text="Oldest first.")
+    counts = PurgeCountsOutput(help_text="Rows the plan would delete, per kind.")
+    held_excluded = serializers.IntegerField(help_text="Eligible instances left out: held.")
+    plan_digest = serializers.CharField()
+
+
+@extend_schema_field(PurgePlanOutput())
+class PlanDocumentField(JSONObjectField):
+    """A purge plan as the survey answered it (checked by the domain)."""
+
+
+class PurgeApplyInput(Input):
+    reason_code = StrictCharField(
+        required=False,
+        help_text=f"1–64 bytes of A-Z 0-9 _; default {DEFAULT_PURGE_REASON}.",
+    )
+    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+    plan = PlanDocumentField(help_text="The survey's answer, taken back whole.")
+
+    def to_domain(self) -> tuple[PurgePlan, str, str]:
+        data = self.validated_data
+        with at("plan"):
+            plan = PurgePlan.from_json(data["plan"])
+        reason_code = data.get("reason_code", DEFAULT_PURGE_REASON)
+        return (
+            plan,
+            operator_string("reason_code", REASON_CODE, reason_code),
+            operator_string("operation_id", OPERATION_ID, data["operation_id"]),
+        )
+
+
+class AuditRecoveryDecisionOutput(Output):
+    """A recovery decision in the audit list (the evidence digest as a prefix)."""
+
+    id = serializers.IntegerField()
+    job_instance_id = serializers.IntegerField()
+    job_execution_id = serializers.IntegerField()
+    execution_version = serializers.IntegerField()
+    prior_status = EnumField(BatchStatus)
+    resulting_status = EnumField(BatchStatus)
+    reason_code = serializers.CharField()
+    operator_reference = serializers.CharField()
+    evidence_digest_prefix = serializers.SerializerMethodField(
+        help_text=f"The first {DIGEST_PREFIX} hex characters of the evidence digest."
+    )
+    decided_at = InstantField()
+
+    @extend_schema_field(serializers.CharField())
+    def get_evidence_digest_prefix(self, row: Mapping[str, Any]) -> str:
+        return str(row["evidence_digest"])[:DIGEST_PREFIX]
+
+
+class AuditRecoveryDecisionPageOutput(PageOutput):
+    results = AuditRecoveryDecisionOutput(many=True)
+
+
+class OperatorRecordPageOutput(PageOutput):
+    results = OperatorRecordOutput(many=True)
+
+
+class RetentionRecordPageOutput(PageOutput):
+    results = RetentionRecordOutput(many=True)
+
+
+def operator_data(
+    result: OperatorResult, execution: ExecutionRecord, *, recover: bool = False
+) -> dict[str, Any]:
+    """An operator service's result as the endpoint answers it (``recover``: with
+    the recovery decision)."""
+    document: dict[str, Any] = {
+        "outcome": result.outcome.value,
+        "replayed": result.outcome is Outcome.REPLAYED,
+        "changed": result.changed,
+        "operation_id": result.operation_id,
+        "execution": execution,
+        "record": result.record,
+    }
+    if recover:
+        document["decision"] = result.decision
+        data: dict[str, Any] = RecoverResponseOutput(document).data
+    else:
+        data = OperatorResponseOutput(document).data
+    return data
+
+
+def retention_data(result: RetentionResult) -> dict[str, Any]:
+    """A retention service's result (a hold or a purge batch) as the endpoint answers it."""
+    document: dict[str, Any] = {
+        "outcome": result.outcome.value,
+        "replayed": result.outcome is Outcome.REPLAYED,
+        "changed": result.changed,
+        "operation_id": result.operation_id,
+        "record": result.record,
+    }
+    if result.record.action is RetentionAction.APPLY_PURGE:
+        document["counts"] = result.counts or PurgeCounts()
+        data: dict[str, Any] = PurgeApplyResponseOutput(document).data
+    else:
+        document["hold"] = result.hold
+        data = HoldResponseOutput(document).data
+    return data
 
 
 def _name_components() -> None:

@@ -1,5 +1,5 @@
-"""``/api/v1/`` routes (SPEC §4). Operator endpoints (stop, abandon, recovery,
-holds, purge, audit) are routed once the services they call exist."""
+"""``/api/v1/`` routes (SPEC §4): runtimes and readers, then the operator's
+(recovery, stop, abandon, holds, purge) and the append-only audit lists."""
 
 from __future__ import annotations
 
@@ -99,6 +99,44 @@ urlpatterns = [
         "partitions/<batch_id:partition_id>/complete",
         views.PartitionCompleteView.as_view(),
         name="partition-complete",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/recovery-proposal",
+        views.RecoveryProposalView.as_view(),
+        name="recovery-proposal",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/recover",
+        views.RecoverView.as_view(),
+        name="execution-recover",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/stop",
+        views.StopView.as_view(),
+        name="execution-stop",
+    ),
+    path(
+        "executions/<batch_id:execution_id>/abandon",
+        views.AbandonView.as_view(),
+        name="execution-abandon",
+    ),
+    path("instances/<batch_id:instance_id>/hold", views.HoldView.as_view(), name="instance-hold"),
+    path("purge/survey", views.PurgeSurveyView.as_view(), name="purge-survey"),
+    path("purge/apply", views.PurgeApplyView.as_view(), name="purge-apply"),
+    path(
+        "audit/recovery-decisions",
+        views.RecoveryDecisionsView.as_view(),
+        name="audit-recovery-decisions",
+    ),
+    path(
+        "audit/operator-requests",
+        views.OperatorRequestsView.as_view(),
+        name="audit-operator-requests",
+    ),
+    path(
+        "audit/retention-records",
+        views.RetentionRecordsView.as_view(),
+        name="audit-retention-records",
     ),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path(

@@ -1,5 +1,6 @@
 """The API's views: validate with an input serializer, run ONE unit of work of
-the repository, render with an output serializer. No rule lives here.
+the repository (or ONE call of an operator or retention service), render with
+an output serializer. No rule lives here.
 
 Reads of single rows go through the repository (or a selector when the
 domain value lacks columns the representation shows); lists go through the
@@ -21,11 +22,18 @@ from rest_framework.views import APIView
 from oxide_batch.api import deps, runtime, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
-from oxide_batch.api.filters import ExecutionFilter, InstanceFilter, apply_filters
+from oxide_batch.api.filters import (
+    ExecutionFilter,
+    InstanceFilter,
+    OperatorRequestFilter,
+    RecoveryDecisionFilter,
+    RetentionRecordFilter,
+    apply_filters,
+)
 from oxide_batch.api.pagination import KeysetPagination
 from oxide_batch.api.permissions import BatchPermission, may_see_payloads
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
-from oxide_batch.api.schema import endpoint
+from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
+from oxide_batch.api.schema import BodySchema, endpoint
 from oxide_batch.domain.errors import (
     IdentifierOutOfRange,
     JobExecutionNotFound,
@@ -33,9 +41,12 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
 from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.partitions import StepPartition, key_bytes
+from oxide_batch.domain.retention import RetentionAction
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.port import JobRepository
+from oxide_batch.services.audit import Actor
 
 K = IdentifierKind
 READ = {"GET": VIEW_BATCH}
@@ -944,3 +955,364 @@ class ReusableFlowDecisionView(BatchView):
             if decision is None:
                 uow.get_job_instance(instance_id)
         return Response(s.ReusableOutput({"decision": decision}).data)
+
+
+# ======================================================================== operator
+#
+# Each operator endpoint makes ONE call of a service (oxide_batch/services), which
+# audits it: the effect and its APPLIED row commit together; a refusal by a rule
+# is the problem (409) and leaves a REJECTED row; the same request again (same
+# action, operation id and request digest) answers the recorded outcome with the
+# same status and ``replayed: true`` (a recorded refusal: the same problem, plus
+# ``replayed: true``); another request under a used operation id is 409
+# ``operation_id_conflict``. The audited actor is the authenticated user.
+
+OPERATE = {"POST": OPERATE_BATCH}
+REPLAY_DOC = (
+    "Audited and idempotent: the same request again (same operation id and body) "
+    "answers the recorded outcome with `replayed: true`; another body under a used "
+    "operation id is `operation_id_conflict`; a refusal by a rule is recorded "
+    "(REJECTED) and replays as the same problem."
+)
+
+
+def actor_of(request: Request) -> Actor:
+    """The authenticated user as the audited actor (never a client-supplied string)."""
+    return Actor.for_user(request.user)
+
+
+class RecoveryProposalView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="get_recovery_proposal",
+        summary="The execution's recovery proposal: evidence, eligibility, evidence digest",
+        description=(
+            "200 even when not eligible (`eligible: false` with `reason_code` "
+            "`recovery_not_allowed` or `execution_not_stale`). Send `version` and "
+            "`evidence_digest` back to recover."
+        ),
+        permission=VIEW_BATCH,
+        ok={200: s.RecoveryProposalOutput},
+        errors={404: ("job_execution_not_found",)},
+        path_ids=True,
+        tags=["operator"],
+    )
+    def get(self, request: Request, execution_id: int) -> Response:
+        proposal = deps.operator_service().propose(execution_id)
+        return Response(s.RecoveryProposalOutput(proposal).data)
+
+
+class RecoverView(BatchView):
+    required_permissions = OPERATE
+
+    @endpoint(
+        operation_id="recover_execution",
+        summary="Audited recovery: MARK_FAILED (restartable) or ABANDON",
+        description=(
+            "The proposal is recomputed under the execution lock; checked in order: "
+            "`stale_version`, `recovery_not_allowed`, `execution_not_stale`, "
+            "`recovery_evidence_stale`, `unresolved_recovery_required` (an unknown "
+            "commit is marked FAILED only with the reason `UNKNOWN_EFFECT`). " + REPLAY_DOC
+        ),
+        permission=OPERATE_BATCH,
+        request=s.RecoverInput,
+        ok={200: s.RecoverResponseOutput},
+        errors={
+            404: ("job_execution_not_found",),
+            409: (
+                "stale_version",
+                "recovery_not_allowed",
+                "execution_not_stale",
+                "recovery_evidence_stale",
+                "unresolved_recovery_required",
+                "operation_id_conflict",
+                "concurrent_modification",
+                "invalid_transition_time",
+                "version_exhausted",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["operator"],
+    )
+    def post(self, request: Request, execution_id: int) -> Response:
+        command = self.read(s.RecoverInput, request.data).to_domain()
+        result = deps.operator_service().recover(
+            execution_id,
+            expected_version=command.expected_version,
+            disposition=command.disposition,
+            reason_code=command.reason_code,
+            evidence_digest=command.evidence_digest,
+            actor=actor_of(request),
+            operation_id=command.operation_id,
+            failure_category=command.failure_category,
+            failure_id=command.failure_id,
+        )
+        record = selectors.with_extras(result.execution)
+        return Response(s.operator_data(result, record, recover=True))
+
+
+class StopView(BatchView):
+    required_permissions = OPERATE
+
+    @endpoint(
+        operation_id="stop_execution",
+        summary="Durable stop request",
+        description=(
+            "STARTING/STARTED: records who and when (status and version unchanged; the "
+            "owner's next control observation moves it to STOPPING). STOPPING or "
+            "finished: a no-op (`changed: false`, no version check). UNKNOWN: "
+            "`invalid_state`. " + REPLAY_DOC
+        ),
+        permission=OPERATE_BATCH,
+        request=s.StopInput,
+        ok={200: s.OperatorResponseOutput},
+        errors={
+            404: ("job_execution_not_found",),
+            409: (
+                "stale_version",
+                "invalid_state",
+                "operation_id_conflict",
+                "concurrent_modification",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["operator"],
+    )
+    def post(self, request: Request, execution_id: int) -> Response:
+        expected, operation_id = self.read(s.StopInput, request.data).to_domain()
+        result = deps.operator_service().stop(
+            execution_id,
+            expected_version=expected,
+            actor=actor_of(request),
+            operation_id=operation_id,
+        )
+        return Response(s.operator_data(result, selectors.with_extras(result.execution)))
+
+
+class AbandonView(BatchView):
+    required_permissions = OPERATE
+
+    @endpoint(
+        operation_id="abandon_execution",
+        summary="Abandon a STOPPED or FAILED attempt (the instance never runs again)",
+        description=(
+            "ABANDONED already: a no-op (`changed: false`, no version check); any other "
+            "status: `invalid_state`. " + REPLAY_DOC
+        ),
+        permission=OPERATE_BATCH,
+        request=s.AbandonInput,
+        ok={200: s.OperatorResponseOutput},
+        errors={
+            404: ("job_execution_not_found",),
+            409: (
+                "stale_version",
+                "invalid_state",
+                "operation_id_conflict",
+                "concurrent_modification",
+                "version_exhausted",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["operator"],
+    )
+    def post(self, request: Request, execution_id: int) -> Response:
+        expected, reason_code, operation_id = self.read(s.AbandonInput, request.data).to_domain()
+        result = deps.operator_service().abandon(
+            execution_id,
+            expected_version=expected,
+            reason_code=reason_code,
+            actor=actor_of(request),
+            operation_id=operation_id,
+        )
+        return Response(s.operator_data(result, selectors.with_extras(result.execution)))
+
+
+class HoldView(BatchView):
+    required_permissions = {"PUT": OPERATE_BATCH, "DELETE": OPERATE_BATCH}
+    schema = BodySchema()
+
+    @endpoint(
+        operation_id="place_hold",
+        summary="Place (or replace) the instance's retention hold",
+        description=(
+            "A held instance is never purged; holds never block lifecycle actions. " + REPLAY_DOC
+        ),
+        permission=OPERATE_BATCH,
+        request=s.HoldInput,
+        ok={200: s.HoldResponseOutput},
+        errors={
+            404: ("job_instance_not_found",),
+            409: ("operation_id_conflict", "concurrent_modification"),
+        },
+        body=True,
+        path_ids=True,
+        tags=["retention"],
+    )
+    def put(self, request: Request, instance_id: int) -> Response:
+        reason_code, operation_id = self.read(s.HoldInput, request.data).to_domain()
+        result = deps.retention_service().place_hold(
+            instance_id, actor=actor_of(request), reason_code=reason_code, operation_id=operation_id
+        )
+        return Response(s.retention_data(result))
+
+    @endpoint(
+        operation_id="release_hold",
+        summary="Release the instance's retention hold",
+        description="Succeeds when none is held (`changed: false`). " + REPLAY_DOC,
+        permission=OPERATE_BATCH,
+        request=s.HoldInput,
+        ok={200: s.HoldResponseOutput},
+        errors={
+            404: ("job_instance_not_found",),
+            409: ("operation_id_conflict", "concurrent_modification"),
+        },
+        body=True,
+        path_ids=True,
+        tags=["retention"],
+    )
+    def delete(self, request: Request, instance_id: int) -> Response:
+        reason_code, operation_id = self.read(s.HoldInput, request.data).to_domain()
+        result = deps.retention_service().release_hold(
+            instance_id, actor=actor_of(request), reason_code=reason_code, operation_id=operation_id
+        )
+        return Response(s.retention_data(result))
+
+
+class PurgeSurveyView(BatchView):
+    required_permissions = OPERATE
+
+    @endpoint(
+        operation_id="survey_purge",
+        summary="Survey one purge batch (deletes nothing)",
+        description=(
+            "Whole instances, oldest first, at most `limit`: no hold, no active or "
+            "UNKNOWN execution, every execution in `statuses`, the latest ended before "
+            "`ended_before` (at least OXIDE_BATCH_PURGE_MIN_AGE ago, else "
+            "`invalid_request`). Hand the answer back whole to `purge/apply`."
+        ),
+        permission=OPERATE_BATCH,
+        request=s.SurveyInput,
+        ok={200: s.PurgePlanOutput},
+        body=True,
+        tags=["retention"],
+    )
+    def post(self, request: Request) -> Response:
+        command = self.read(s.SurveyInput, request.data).to_domain()
+        with at("ended_before"):  # the age check is the one left for the service
+            plan = deps.retention_service().survey(
+                cutoff=command.cutoff,
+                job_name=command.job_name,
+                statuses=command.statuses,
+                limit=command.limit,
+            )
+        return Response(s.PurgePlanOutput(plan.to_json()).data)
+
+
+class PurgeApplyView(BatchView):
+    required_permissions = OPERATE
+
+    @endpoint(
+        operation_id="apply_purge",
+        summary="Apply a surveyed purge plan (all or nothing)",
+        description=(
+            "Every candidate is re-checked under lock (full eligibility, versions, "
+            "holds) and the plan digest recomputed: any change is "
+            "`retention_plan_stale` and nothing is deleted. An empty plan applies with "
+            "zero counts. One retention record per applied batch. " + REPLAY_DOC
+        ),
+        permission=OPERATE_BATCH,
+        request=s.PurgeApplyInput,
+        ok={200: s.PurgeApplyResponseOutput},
+        errors={
+            409: ("retention_plan_stale", "operation_id_conflict", "concurrent_modification"),
+        },
+        body=True,
+        tags=["retention"],
+    )
+    def post(self, request: Request) -> Response:
+        plan, reason_code, operation_id = self.read(s.PurgeApplyInput, request.data).to_domain()
+        with at("plan"):  # the plan's age check is the one left for the service
+            result = deps.retention_service().apply(
+                plan, actor=actor_of(request), reason_code=reason_code, operation_id=operation_id
+            )
+        return Response(s.retention_data(result))
+
+
+# =========================================================================== audit
+
+AUDIT_ID_PARAMETERS = [
+    OpenApiParameter("job_execution_id", int, description="Only rows of this execution."),
+    OpenApiParameter("job_instance_id", int, description="Only rows of this instance."),
+]
+
+
+class RecoveryDecisionsView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="list_recovery_decisions",
+        summary="Recovery decisions (append-only audit), newest first",
+        description="Evidence digests are shown by a 12-character prefix.",
+        permission=VIEW_BATCH,
+        ok={200: s.AuditRecoveryDecisionPageOutput},
+        listing=True,
+        parameters=[*AUDIT_ID_PARAMETERS, *PAGE_PARAMETERS],
+        tags=["audit"],
+    )
+    def get(self, request: Request) -> Response:
+        queryset = apply_filters(RecoveryDecisionFilter, request, selectors.recovery_decisions())
+        paginator, rows = paginate(self, request, queryset)
+        return paginator.get_paginated_response(s.AuditRecoveryDecisionOutput(rows, many=True).data)
+
+
+class OperatorRequestsView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="list_operator_requests",
+        summary="Operator requests (append-only audit: APPLIED and REJECTED), newest first",
+        permission=VIEW_BATCH,
+        ok={200: s.OperatorRecordPageOutput},
+        listing=True,
+        parameters=[
+            *AUDIT_ID_PARAMETERS,
+            OpenApiParameter("action", str, enum=[action.value for action in OperatorAction]),
+            OpenApiParameter("outcome", str, enum=[outcome.value for outcome in RecordOutcome]),
+            OpenApiParameter("operation_id", str),
+            *PAGE_PARAMETERS,
+        ],
+        tags=["audit"],
+    )
+    def get(self, request: Request) -> Response:
+        queryset = apply_filters(OperatorRequestFilter, request, selectors.operator_requests())
+        paginator, rows = paginate(self, request, queryset)
+        records = [selectors.operator_record_from_row(row) for row in rows]
+        return paginator.get_paginated_response(s.OperatorRecordOutput(records, many=True).data)
+
+
+class RetentionRecordsView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="list_retention_records",
+        summary="Retention records (append-only audit: holds and purge batches), newest first",
+        permission=VIEW_BATCH,
+        ok={200: s.RetentionRecordPageOutput},
+        listing=True,
+        parameters=[
+            OpenApiParameter("job_instance_id", int, description="Only rows of this instance."),
+            OpenApiParameter("action", str, enum=[action.value for action in RetentionAction]),
+            OpenApiParameter("operation_id", str),
+            *PAGE_PARAMETERS,
+        ],
+        tags=["audit"],
+    )
+    def get(self, request: Request) -> Response:
+        queryset = apply_filters(RetentionRecordFilter, request, selectors.retention_records())
+        paginator, rows = paginate(self, request, queryset)
+        records = [selectors.retention_record_from_row(row) for row in rows]
+        return paginator.get_paginated_response(s.RetentionRecordOutput(records, many=True).data)

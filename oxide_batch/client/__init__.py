@@ -4,6 +4,9 @@
 >>> instance, execution = client.launch("nightly_import", {"business_date": "2026-07-29"})
 >>> execution = client.start(execution)
 
+``OperatorClient`` (a token of an operator) reads recovery proposals, recovers,
+stops and abandons executions, places and releases holds, and reads the audit.
+
 It raises the repository's own typed errors (``StaleVersion``,
 ``ExecutionAlreadyActive``, …), rebuilt from the problem's ``code`` and fields,
 so a runtime can ``except StaleVersion`` whether it talks to the repository
@@ -16,11 +19,15 @@ from oxide_batch.client.models import (
     Definition,
     Execution,
     FlowDecision,
+    HoldOutcome,
     Instance,
+    OperatorOutcome,
     Partition,
+    RecoveryProposal,
     Step,
     StepState,
 )
+from oxide_batch.client.operator import OperatorClient
 from oxide_batch.client.runtime import RuntimeClient
 
 __all__ = [
@@ -29,9 +36,13 @@ __all__ = [
     "Definition",
     "Execution",
     "FlowDecision",
+    "HoldOutcome",
     "Instance",
     "InvalidRequest",
+    "OperatorClient",
+    "OperatorOutcome",
     "Partition",
+    "RecoveryProposal",
     "RuntimeClient",
     "Step",
     "StepState",

@@ -67,7 +67,12 @@ def error_from_problem(status: int, problem: Mapping[str, Any]) -> Exception:
             if rebuilt is not None:
                 return rebuilt
         return InvalidRequest(errors, detail, problem)
-    rebuilt = _rebuild(code, error_fields(problem, PROBLEM_MEMBERS))
+    fields = error_fields(problem, PROBLEM_MEMBERS)
+    replayed = fields.pop("replayed", False) is True
+    rebuilt = _rebuild(code, fields)
     if rebuilt is not None:
+        if replayed:
+            # A recorded refusal answered again (an operator endpoint's replay).
+            rebuilt.replayed = True  # type: ignore[attr-defined]
         return rebuilt
     return ApiError(status, code, detail, problem)

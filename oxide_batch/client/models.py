@@ -246,3 +246,90 @@ class FlowDecision:
             document["reused_decision_id"],
             _instant(document["decided_at"]),
         )
+
+
+# ------------------------------------------------------------------------ operator
+
+
+@dataclass(frozen=True)
+class RecoveryProposal:
+    """What an operator reads before recovering: send ``version`` and
+    ``evidence_digest`` back. ``evidence`` is the digest's input as served."""
+
+    job_execution_id: int
+    status: BatchStatus
+    version: int
+    eligible: bool
+    reason_code: str | None
+    markers: Mapping[str, bool]
+    inactive_seconds: int
+    threshold_seconds: int
+    default_failure_category: FailureCategory
+    evidence_digest: str
+    evidence: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> RecoveryProposal:
+        return cls(
+            int(document["job_execution_id"]),
+            BatchStatus(document["status"]),
+            int(document["version"]),
+            bool(document["eligible"]),
+            document["reason_code"],
+            dict(document["markers"]),
+            int(document["inactive_seconds"]),
+            int(document["threshold_seconds"]),
+            FailureCategory(document["default_failure_category"]),
+            document["evidence_digest"],
+            dict(document["evidence"]),
+        )
+
+
+@dataclass(frozen=True)
+class OperatorOutcome:
+    """An operator action's answer: APPLIED now or REPLAYED (``replayed``), whether
+    it ``changed`` anything, the execution, its audit ``record`` (and the recovery
+    ``decision``)."""
+
+    outcome: str
+    replayed: bool
+    changed: bool
+    operation_id: str
+    execution: Execution
+    record: Mapping[str, Any]
+    decision: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> OperatorOutcome:
+        return cls(
+            document["outcome"],
+            bool(document["replayed"]),
+            bool(document["changed"]),
+            document["operation_id"],
+            Execution.from_json(document["execution"]),
+            dict(document["record"]),
+            document.get("decision"),
+        )
+
+
+@dataclass(frozen=True)
+class HoldOutcome:
+    """A hold placed or released: ``hold`` is ``None`` once released."""
+
+    outcome: str
+    replayed: bool
+    changed: bool
+    operation_id: str
+    hold: Mapping[str, Any] | None
+    record: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> HoldOutcome:
+        return cls(
+            document["outcome"],
+            bool(document["replayed"]),
+            bool(document["changed"]),
+            document["operation_id"],
+            document["hold"],
+            dict(document["record"]),
+        )

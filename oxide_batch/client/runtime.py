@@ -1,22 +1,16 @@
 """``RuntimeClient``: the runtime's side of the API over ``urllib`` (stdlib only).
 
-Every call is one HTTP request. Errors: a problem answer raises the typed
-error it names (``StaleVersion``, ``ExecutionAlreadyActive``, …) or
-:class:`~oxide_batch.client.errors.ApiError`; a server that cannot be reached
-raises ``Unavailable``; a mutation whose answer was lost after it was sent
-raises ``CommitOutcomeUnknown`` (re-read before retrying, never repeat blindly).
+Every call is one HTTP request; errors as :mod:`oxide_batch.client.transport`
+describes (typed errors, ``Unavailable``, ``CommitOutcomeUnknown``).
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib import error as urlerror
-from urllib import parse, request
+from urllib import parse
 
-from oxide_batch.client.errors import ApiError, error_from_problem
+from oxide_batch.client.errors import ApiError
 from oxide_batch.client.models import (
     Control,
     Definition,
@@ -27,14 +21,13 @@ from oxide_batch.client.models import (
     Step,
     StepState,
 )
-from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
+from oxide_batch.client.transport import ApiTransport
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind
 from oxide_batch.domain.partitions import PartitionPlanEntry
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
-API_PREFIX = "/api/v1/"
 Ref = int | Execution | Step
 
 
@@ -62,65 +55,9 @@ def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
     return {"category": failure.category.value, "failure_id": failure.failure_id}
 
 
-class RuntimeClient:
-    """The runtime API of one server, authenticated with a token."""
-
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    # -- transport -------------------------------------------------------------------
-
-    def _request(
-        self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None
-    ) -> tuple[int, Any]:
-        url = self.base_url + API_PREFIX + path
-        if query:
-            url += "?" + parse.urlencode(
-                {key: value for key, value in query.items() if value is not None}, doseq=True
-            )
-        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
-        headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        call = request.Request(url, data=data, method=method, headers=headers)
-        mutating = method != "GET"
-        try:
-            with request.urlopen(call, timeout=self.timeout) as response:
-                status = response.status
-                payload = response.read()
-        except urlerror.HTTPError as answer:
-            status, payload = answer.code, answer.read()
-            self._raise_problem(status, payload, mutating)
-        except urlerror.URLError as failure:
-            # Nothing was answered: connect or send failed.
-            raise Unavailable() from failure
-        except (http.client.HTTPException, OSError) as failure:
-            # Sent, but the answer was lost: a mutation may have committed.
-            if mutating:
-                raise CommitOutcomeUnknown() from failure
-            raise Unavailable() from failure
-        return status, json.loads(payload) if payload else None
-
-    @staticmethod
-    def _raise_problem(status: int, payload: bytes, mutating: bool) -> None:
-        try:
-            document = json.loads(payload)
-        except ValueError:
-            document = None
-        if isinstance(document, Mapping) and "code" in document:
-            raise error_from_problem(status, document)
-        if status >= 500:
-            # Not the API's own answer (a proxy, a crash): outcome unknown for a mutation.
-            raise CommitOutcomeUnknown() if mutating else Unavailable()
-        raise ApiError(status, "http_error", f"HTTP {status}", {})
-
-    def _get(self, path: str, **query: Any) -> Any:
-        return self._request("GET", path, query=query)[1]
-
-    def _post(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
-        return self._request("POST", path, {k: v for k, v in body.items() if v is not None})
+class RuntimeClient(ApiTransport):
+    """The runtime API of one server, authenticated with a token (of a user in
+    the ``batch-runtime`` group)."""
 
     # -- repository ------------------------------------------------------------------
 

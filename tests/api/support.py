@@ -121,6 +121,14 @@ class Runtime:
             return response
         return ok(response, status)
 
+    def put(self, path: str, body: Any = None, status: int | None = None) -> Any:
+        response = self.client.put(url(path), body if body is not None else {}, format="json")
+        return response if status is None else ok(response, status)
+
+    def delete(self, path: str, body: Any = None, status: int | None = None) -> Any:
+        response = self.client.delete(url(path), body if body is not None else {}, format="json")
+        return response if status is None else ok(response, status)
+
     def get(self, path: str, expect: int | None = 200, **params: Any) -> Any:
         response = self.client.get(url(path), params)
         if expect is None:

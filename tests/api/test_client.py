@@ -8,14 +8,15 @@ import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
-from oxide_batch.api.roles import RUNTIME, VIEWER
-from oxide_batch.client import ApiError, InvalidRequest, RuntimeClient
+from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
+from oxide_batch.client import ApiError, InvalidRequest, OperatorClient, RuntimeClient
 from oxide_batch.domain.errors import (
     CompletedInstance,
     DuplicatePartitionKey,
     ExecutionAlreadyActive,
     FlowStateCorrupt,
     IllegalTransition,
+    InvalidState,
     JobExecutionNotFound,
     NameContainsControl,
     StaleVersion,
@@ -185,3 +186,38 @@ def test_auth_and_transport_failures(client: RuntimeClient, live_server) -> None
         port = probe.getsockname()[1]
     with pytest.raises(Unavailable):
         RuntimeClient(f"http://127.0.0.1:{port}", "t", timeout=2).descriptor()
+
+
+def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_server) -> None:
+    operator = OperatorClient(live_server.url, token_for(OPERATOR), timeout=10)
+    _, execution = client.launch("stoppable")
+    execution = client.start(execution)
+    stopped = operator.stop(execution, execution.version, operation_id="stop-1")
+    assert (stopped.outcome, stopped.changed) == ("APPLIED", True)
+    assert stopped.execution.stop_requested is True
+    assert stopped.record["action"] == "STOP"
+    with pytest.raises(StaleVersion):
+        operator.stop(execution, 0, operation_id="stop-2")
+    with pytest.raises(InvalidState) as refused:
+        operator.abandon(execution, execution.version, reason_code="X", operation_id="ab-1")
+    assert refused.value.status is S.STARTED
+    failed = client.transition(
+        execution,
+        execution.version,
+        S.FAILED,
+        failure=FailureSummary(FailureCategory.USER_COMPONENT, 5),
+    )
+    abandoned = operator.abandon(
+        failed, failed.version, reason_code="BAD_INPUT", operation_id="ab-2"
+    )
+    assert abandoned.execution.status is S.ABANDONED
+    assert operator.execution(execution.id).status is S.ABANDONED
+    # A runtime's token is no operator's.
+    as_runtime = OperatorClient(live_server.url, client.token, timeout=10)
+    with pytest.raises(ApiError) as forbidden:
+        as_runtime.stop(execution, 0, operation_id="stop-3")
+    assert (forbidden.value.status, forbidden.value.code) == (403, "permission_denied")
+    assert (
+        operator.proposal(execution).reason_code,
+        operator.proposal(execution).eligible,
+    ) == ("recovery_not_allowed", False)

@@ -317,3 +317,43 @@ def test_no_body_produces_a_500(rt: Runtime, body: Any, target: str) -> None:
     assert response.status_code < 500, (response.status_code, response.content)
     if response.status_code >= 400:
         assert response["Content-Type"].startswith(PROBLEM_CONTENT_TYPE)
+
+
+OPERATOR_FIELDS = [
+    "expected_version",
+    "operation_id",
+    "reason_code",
+    "disposition",
+    "evidence_digest",
+    "failure_category",
+    "failure_id",
+    "ended_before",
+    "job_name",
+    "statuses",
+    "limit",
+    "plan",
+]
+OPERATOR_BODIES = st.dictionaries(st.sampled_from(OPERATOR_FIELDS), JSON, max_size=6) | JSON
+OPERATOR_TARGETS = {
+    "recover": ("POST", "executions/1/recover"),
+    "stop": ("POST", "executions/1/stop"),
+    "abandon": ("POST", "executions/1/abandon"),
+    "hold": ("PUT", "instances/1/hold"),
+    "release": ("DELETE", "instances/1/hold"),
+    "survey": ("POST", "purge/survey"),
+    "apply": ("POST", "purge/apply"),
+}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=OPERATOR_BODIES, target=st.sampled_from(sorted(OPERATOR_TARGETS)))
+def test_no_operator_body_produces_a_500(operator: Runtime, body: Any, target: str) -> None:
+    method, path = OPERATOR_TARGETS[target]
+    response = operator.client.generic(
+        method, url(path), json.dumps(body), content_type="application/json"
+    )
+    assert response.status_code < 500, (response.status_code, response.content)
+    if response.status_code >= 400:
+        assert response["Content-Type"].startswith(PROBLEM_CONTENT_TYPE)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
+from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from tests.api.conftest import ROLES
 from tests.api.support import problem, url
 
@@ -49,6 +49,17 @@ ENDPOINTS = [
     ("POST", f"steps/{N}/aggregate", RUN_BATCH),
     ("POST", f"partitions/{N}/assign", RUN_BATCH),
     ("POST", f"partitions/{N}/complete", RUN_BATCH),
+    ("GET", f"executions/{N}/recovery-proposal", VIEW_BATCH),
+    ("POST", f"executions/{N}/recover", OPERATE_BATCH),
+    ("POST", f"executions/{N}/stop", OPERATE_BATCH),
+    ("POST", f"executions/{N}/abandon", OPERATE_BATCH),
+    ("PUT", f"instances/{N}/hold", OPERATE_BATCH),
+    ("DELETE", f"instances/{N}/hold", OPERATE_BATCH),
+    ("POST", "purge/survey", OPERATE_BATCH),
+    ("POST", "purge/apply", OPERATE_BATCH),
+    ("GET", "audit/recovery-decisions", VIEW_BATCH),
+    ("GET", "audit/operator-requests", VIEW_BATCH),
+    ("GET", "audit/retention-records", VIEW_BATCH),
     ("GET", "schema/", PUBLIC),
     ("GET", "docs/", PUBLIC),
     ("GET", "redoc/", PUBLIC),
@@ -58,6 +69,7 @@ HOLDERS = {
     VIEW_BATCH: {"viewer", "runtime", "operator", "superuser"},
     RUN_BATCH: {"runtime", "superuser"},
     VIEW_BATCH_PAYLOAD: {"runtime", "operator", "superuser"},
+    OPERATE_BATCH: {"operator", "superuser"},
     PUBLIC: set(ROLES),
 }
 
@@ -82,7 +94,7 @@ def test_permission_matrix(
     if method == "GET":
         response = client.get(url(path))
     else:
-        response = client.post(url(path), {}, format="json")
+        response = client.generic(method, url(path), "{}", content_type="application/json")
     due = expected(role, permission)
     if due is None:
         assert response.status_code not in (401, 403), (response.status_code, response.content)

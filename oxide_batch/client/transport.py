@@ -1,0 +1,92 @@
+"""The HTTP transport the clients share: ``urllib`` (stdlib only), token auth,
+JSON bodies, problems raised as the repository's typed errors.
+
+Every call is one HTTP request. A problem answer raises the typed error it
+names (``StaleVersion``, ``ExecutionAlreadyActive``, …) or
+:class:`~oxide_batch.client.errors.ApiError`; a server that cannot be reached
+raises ``Unavailable``; a mutation whose answer was lost after it was sent
+raises ``CommitOutcomeUnknown`` (re-read before retrying, never repeat blindly).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib import error as urlerror
+from urllib import parse, request
+
+from oxide_batch.client.errors import ApiError, error_from_problem
+from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
+
+API_PREFIX = "/api/v1/"
+
+
+class ApiTransport:
+    """One server's API, authenticated with a token."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _request(
+        self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        url = self.base_url + API_PREFIX + path
+        if query:
+            url += "?" + parse.urlencode(
+                {key: value for key, value in query.items() if value is not None}, doseq=True
+            )
+        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        call = request.Request(url, data=data, method=method, headers=headers)
+        mutating = method != "GET"
+        try:
+            with request.urlopen(call, timeout=self.timeout) as response:
+                status = response.status
+                payload = response.read()
+        except urlerror.HTTPError as answer:
+            status, payload = answer.code, answer.read()
+            self._raise_problem(status, payload, mutating)
+        except urlerror.URLError as failure:
+            # Nothing was answered: connect or send failed.
+            raise Unavailable() from failure
+        except (http.client.HTTPException, OSError) as failure:
+            # Sent, but the answer was lost: a mutation may have committed.
+            if mutating:
+                raise CommitOutcomeUnknown() from failure
+            raise Unavailable() from failure
+        return status, json.loads(payload) if payload else None
+
+    @staticmethod
+    def _raise_problem(status: int, payload: bytes, mutating: bool) -> None:
+        try:
+            document = json.loads(payload)
+        except ValueError:
+            document = None
+        if isinstance(document, Mapping) and "code" in document:
+            raise error_from_problem(status, document)
+        if status >= 500:
+            # Not the API's own answer (a proxy, a crash): outcome unknown for a mutation.
+            raise CommitOutcomeUnknown() if mutating else Unavailable()
+        raise ApiError(status, "http_error", f"HTTP {status}", {})
+
+    @staticmethod
+    def _present(body: Mapping[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in body.items() if value is not None}
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self._request("GET", path, query=query)[1]
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return self._request("POST", path, self._present(body))
+
+    def _put(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return self._request("PUT", path, self._present(body))
+
+    def _delete(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return self._request("DELETE", path, self._present(body))

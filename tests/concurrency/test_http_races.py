@@ -1,0 +1,218 @@
+"""Races over real HTTP: gunicorn (two worker processes, threads) on the PostgreSQL
+test database, sixteen client threads released together at a barrier against
+one row. The compare-and-swap admits exactly one; the others are told
+``stale_version``; identical operator requests act once and replay."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib import error as urlerror
+from urllib import request as urlrequest
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from oxide_batch import models
+from oxide_batch.api.roles import OPERATOR, RUNTIME, ensure_roles
+from oxide_batch.client import OperatorClient, RuntimeClient
+from oxide_batch.domain.errors import StaleVersion
+from oxide_batch.domain.execution import ExecutionCounts
+from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.status import BatchStatus
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+S = BatchStatus
+CONTENDERS = 16
+ROOT = Path(__file__).resolve().parents[2]
+GUNICORN = Path(sys.executable).with_name("gunicorn")
+START_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def the_test_database_url() -> str:
+    """The TEST database (pytest-django's), as a URL the settings read."""
+    db = connection.settings_dict
+    user = quote(db["USER"] or "", safe="")
+    password = quote(db["PASSWORD"] or "", safe="")
+    credentials = f"{user}:{password}@" if password else f"{user}@"
+    host = quote(db["HOST"] or "localhost", safe="")  # a socket directory is %2F-quoted
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{credentials}{host}{port}/{quote(db['NAME'], safe='')}"
+
+
+def answers(url: str) -> bool:
+    try:
+        with urlrequest.urlopen(url + "/api/v1/descriptor", timeout=2):
+            return True
+    except urlerror.HTTPError as answer:
+        return answer.code == 401  # up: the API refuses the anonymous probe
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: None) -> Iterator[str]:
+    """gunicorn serving the app on the test database; stopped by the finalizer."""
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": the_test_database_url(),
+        "SECRET_KEY": settings.SECRET_KEY,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+    command = [
+        str(GUNICORN),
+        "project.wsgi",
+        "-w",
+        "2",
+        "--threads",
+        "4",
+        "-b",
+        f"127.0.0.1:{port}",
+        "--graceful-timeout",
+        "5",
+    ]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            while not answers(url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    output = log.read().decode(errors="replace")
+                    pytest.fail(f"gunicorn did not start:\n{output}")
+                time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+def token_for(username: str, group: str) -> str:
+    """A user of ``group`` with a token, committed (gunicorn reads it)."""
+    ensure_roles()  # transactional tests flush the groups
+    user = User.objects.create_user(username)
+    user.groups.add(Group.objects.get(name=group))
+    return str(Token.objects.create(user=user).key)
+
+
+def race(work: Callable[[int], Any]) -> list[Any]:
+    """``work(i)`` in CONTENDERS threads released together; each returns or raises."""
+    barrier = threading.Barrier(CONTENDERS)
+    outcomes: list[Any] = [None] * CONTENDERS
+
+    def target(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            outcomes[index] = work(index)
+        except BaseException as error:  # the test inspects it
+            outcomes[index] = error
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(CONTENDERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a contender hung"
+    return outcomes
+
+
+def split(outcomes: list[Any]) -> tuple[list[Any], list[BaseException]]:
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    lost = [o for o in outcomes if isinstance(o, BaseException)]
+    return won, lost
+
+
+def test_one_transition_wins_the_rest_are_stale(server: str) -> None:
+    token = token_for("racer", RUNTIME)
+    setup = RuntimeClient(server, token, timeout=20)
+    _, execution = setup.launch("raced_job", {"run": "1"})
+    clients = [RuntimeClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+
+    outcomes = race(lambda i: clients[i].transition(execution.id, execution.version, S.STARTED))
+
+    won, lost = split(outcomes)
+    assert len(won) == 1, outcomes
+    assert won[0].status is S.STARTED
+    assert won[0].version == execution.version + 1
+    assert len(lost) == CONTENDERS - 1
+    for error in lost:
+        assert isinstance(error, StaleVersion), repr(error)
+        assert (error.expected, error.actual) == (execution.version, execution.version + 1)
+    row = models.JobExecution.objects.get(pk=execution.id)
+    assert (row.status, row.version) == ("STARTED", execution.version + 1)
+
+
+def test_one_chunk_commit_wins_the_rest_are_stale(server: str) -> None:
+    token = token_for("chunker", RUNTIME)
+    setup = RuntimeClient(server, token, timeout=20)
+    _, execution = setup.launch("chunked_job", {"run": "1"})
+    execution = setup.start(execution)
+    step = setup.create_step(execution, "load")
+    step = setup.transition_step(step, step.version, S.STARTED)
+    clients = [RuntimeClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+
+    def commit(index: int) -> tuple[int, Any]:
+        committed = clients[index].commit_chunk(
+            step.id,
+            step.version,
+            ExecutionCounts(read=1),
+            checkpoint=StateEnvelope("reader.offset", 1, {"offset": index}),
+        )
+        return index, committed
+
+    won, lost = split(race(commit))
+    assert len(won) == 1
+    assert all(isinstance(error, StaleVersion) for error in lost), lost
+    assert len(lost) == CONTENDERS - 1
+    winner, committed = won[0]
+    state = setup.checkpoint(step.id)
+    assert state.step == committed
+    assert (state.step.counts.read, state.step.version) == (1, step.version + 1)  # once
+    assert state.checkpoint == StateEnvelope("reader.offset", 1, {"offset": winner})
+
+
+def test_identical_operator_requests_act_once_and_replay(server: str) -> None:
+    runtime = RuntimeClient(server, token_for("worker", RUNTIME), timeout=20)
+    _, execution = runtime.launch("stopped_job", {"run": "1"})
+    execution = runtime.start(execution)
+    token = token_for("olga", OPERATOR)
+    clients = [OperatorClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+
+    outcomes = race(
+        lambda i: clients[i].stop(execution.id, execution.version, operation_id="stop-race")
+    )
+
+    won, lost = split(outcomes)
+    assert lost == [], lost
+    assert sorted(o.outcome for o in won) == ["APPLIED"] + ["REPLAYED"] * (CONTENDERS - 1)
+    assert {o.record["id"] for o in won} == {won[0].record["id"]}
+    assert all(o.execution.stop_requested for o in won)
+    rows = models.OperatorRequest.objects.filter(operation_id="stop-race")
+    assert [(r.action, r.outcome, r.actor) for r in rows] == [("STOP", "APPLIED", "olga")]
