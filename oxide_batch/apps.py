@@ -8,3 +8,8 @@ class OxideBatchConfig(AppConfig):
 
     def ready(self) -> None:
         from oxide_batch import checks  # noqa: F401  (registers the schema check)
+        from oxide_batch.observability.observer import OBSERVER
+        from oxide_batch.repository import hooks
+
+        # Metrics and structured events for every repository operation.
+        hooks.register(OBSERVER)

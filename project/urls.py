@@ -1,9 +1,16 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from oxide_batch.observability import views as observability
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("oxide_batch.api.urls")),
+    # Operator observability (docs/observability.md): unauthenticated probes and
+    # the Prometheus endpoint (restrictable by OXIDE_BATCH_METRICS_* settings).
+    path("healthz", observability.healthz, name="healthz"),
+    path("readyz", observability.readyz, name="readyz"),
+    path("metrics", observability.metrics_view, name="metrics"),
 ]
 
 # Under /api/ every error is application/problem+json; elsewhere Django's pages.

@@ -58,6 +58,7 @@ from oxide_batch.domain.errors import (
     Unavailable,
     UnsupportedManifestVersion,
 )
+from oxide_batch.observability.context import current_request_id
 from oxide_batch.repository.faults import translate
 
 RETRY_AFTER_SECONDS = 1
@@ -134,6 +135,7 @@ def problem(status: int, code: str, detail: str, **members: Any) -> dict[str, An
         "status": status,
         "code": code,
         "detail": detail,
+        "request_id": current_request_id(),
         **members,
     }
 

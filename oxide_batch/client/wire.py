@@ -18,7 +18,9 @@ from typing import Any
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 PROBLEM_TYPE_PREFIX = "urn:oxide-batch:problem:"
 INVALID_REQUEST = "invalid_request"
-PROBLEM_MEMBERS = frozenset({"type", "title", "status", "code", "detail", "instance", "errors"})
+PROBLEM_MEMBERS = frozenset(
+    {"type", "title", "status", "code", "detail", "instance", "errors", "request_id"}
+)
 ERROR_ENTRY_MEMBERS = frozenset({"code", "message"})
 _RENAMED = {"status": "batch_status"}
 _RENAMED_BACK = {value: key for key, value in _RENAMED.items()}

@@ -56,6 +56,7 @@ from oxide_batch.domain.recovery import (
     RecoveryRequest,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.observability import reporting
 from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork
 from oxide_batch.services.audit import (
     Actor,
@@ -134,7 +135,9 @@ class OperatorService:
         proposal for an ineligible execution is still a proposal."""
         with self.repository.begin() as uow:
             evidence = uow.recovery_evidence(execution_id)
-            return propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
+            proposal = propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
+        reporting.recovery_proposed(proposal)
+        return proposal
 
     # -- actions ----------------------------------------------------------------------
 
@@ -339,6 +342,7 @@ class OperatorService:
                 raise OperationIdConflict(
                     action=request.action.value, operation_id=request.operation_id
                 )
+            reporting.operator_replayed(record)
             if record.outcome is RecordOutcome.REJECTED:
                 assert record.rejection_code is not None
                 error = rebuild_error(record.rejection_code, record.rejection_details or {})

@@ -41,6 +41,7 @@ from oxide_batch.domain.retention import (
     purge_statuses,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.observability import reporting
 from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWork
 from oxide_batch.services.audit import (
     Actor,
@@ -319,6 +320,7 @@ class RetentionService:
                 raise ConcurrentModification()
         if recorded.request_digest != digest:
             raise OperationIdConflict(action=action.value, operation_id=operation_id)
+        reporting.retention_replayed(recorded)
         return RetentionResult(
             Outcome.REPLAYED,
             False,
@@ -394,6 +396,7 @@ class PurgeRun:
         if recorded is not None:
             if recorded.reason_code != self.reason_code:
                 raise OperationIdConflict(action=recorded.action.value, operation_id=batch_id)
+            reporting.retention_replayed(recorded)
             replayed = RetentionResult(
                 Outcome.REPLAYED, False, batch_id, recorded, None, recorded.counts
             )

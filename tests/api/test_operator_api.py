@@ -161,7 +161,8 @@ def rejected_and_replayed(
     assert [(row["outcome"], row["rejection_code"]) for row in rows] == [("REJECTED", code)]
     assert rows[0]["actor"] == OPERATOR_NAME
     again = problem(operator.post(path, body), 409, code)
-    assert again == {**first, "replayed": True}
+    assert again == {**first, "replayed": True, "request_id": again["request_id"]}
+    assert again["request_id"] != first["request_id"]  # each response has its own
     assert len(audit_rows(operator, operation_id=body["operation_id"])) == 1
     return first
 

@@ -1,0 +1,395 @@
+"""Prometheus metrics on a registry the app owns (never the global default).
+
+Every label value is a bounded enum: route templates (the resolved URL pattern,
+never the raw path), HTTP methods, status classes, repository operation names,
+error codes, batch statuses, operator actions and purge kinds. Anything outside
+its set is reported as ``other``; job names, ids, parameters, exit codes and
+user text never become labels. ``docs/observability.md`` lists every metric.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.apps import apps
+from django.conf import settings
+from django.db import connections
+from django.urls import URLPattern, URLResolver, get_resolver
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+import oxide_batch.domain.retention  # noqa: F401  (defines the retention error codes)
+from oxide_batch.domain.errors import error_classes
+from oxide_batch.domain.operator import OperatorAction
+from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction
+from oxide_batch.domain.status import BatchStatus
+from oxide_batch.observability.database import bounded_cursor
+
+OTHER: Final = "other"
+UNMATCHED_ROUTE: Final = "unmatched"
+UNOBSERVED: Final = "unobserved"
+OK: Final = "ok"
+DATABASE_ERROR: Final = "database_error"
+
+METHODS: Final = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT", OTHER}
+)
+STATUS_CLASSES: Final = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", OTHER})
+STATUSES: Final = frozenset(status.value for status in BatchStatus)
+FROM_STATUSES: Final = STATUSES | {UNOBSERVED}
+TRANSITION_KINDS: Final = frozenset({"job", "step"})
+REQUEST_ACTIONS: Final = frozenset(
+    [action.value for action in OperatorAction] + [action.value for action in RetentionAction]
+)
+REQUEST_OUTCOMES: Final = frozenset({"applied", "replayed", "rejected"})
+PURGE_KIND_VALUES: Final = frozenset(PURGE_KINDS)
+PURGE_BATCH_OUTCOMES: Final = frozenset({"applied", "replayed", "stale", "failed"})
+LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+# ------------------------------------------------------------------- bounded sets
+
+
+@functools.cache
+def operation_values() -> frozenset[str]:
+    """The repository operations (methods wrapped by the unit of work's ``operation``)."""
+    from oxide_batch.repository import DjangoUnitOfWork
+
+    names = {
+        name
+        for name, member in inspect.getmembers(DjangoUnitOfWork, inspect.isfunction)
+        if not name.startswith("_") and hasattr(member, "__wrapped__")
+    }
+    return frozenset(names | {OTHER})
+
+
+@functools.cache
+def outcome_values() -> frozenset[str]:
+    """``ok``, every typed error code, ``database_error`` and ``other``."""
+    return frozenset({OK, DATABASE_ERROR, OTHER, *error_classes()})
+
+
+def _join_route(prefix: str, route: str) -> str:
+    # As Django's ResolverMatch builds ``route``: a nested regex loses its ``^``.
+    return prefix + (route[1:] if route.startswith("^") else route)
+
+
+def _routes(patterns: Iterable[URLPattern | URLResolver], prefix: str) -> Iterator[str]:
+    for pattern in patterns:
+        route = _join_route(prefix, str(pattern.pattern))
+        if isinstance(pattern, URLResolver):
+            yield from _routes(pattern.url_patterns, route)
+        else:
+            yield route
+
+
+def route_values() -> frozenset[str]:
+    """Every route template of the URLconf, and ``unmatched``."""
+    return frozenset({*_routes(get_resolver().url_patterns, ""), UNMATCHED_ROUTE})
+
+
+def method_label(method: str | None) -> str:
+    value = (method or "").upper()
+    return value if value in METHODS else OTHER
+
+
+def status_class(status: int) -> str:
+    return f"{status // 100}xx" if 100 <= status <= 599 else OTHER
+
+
+def operation_label(operation: str) -> str:
+    return operation if operation in operation_values() else OTHER
+
+
+def outcome_label(outcome: str) -> str:
+    return outcome if outcome in outcome_values() else OTHER
+
+
+def status_label(status: object, *, allow_unobserved: bool = False) -> str:
+    value = getattr(status, "value", status)
+    if value in STATUSES:
+        return str(value)
+    return UNOBSERVED if allow_unobserved else OTHER
+
+
+# ------------------------------------------------------------------------ registry
+
+REGISTRY: Final = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+API_REQUESTS: Final = Counter(
+    "oxide_batch_api_requests",
+    "HTTP requests answered, by route template, method and status class.",
+    ["route", "method", "status_class"],
+    registry=REGISTRY,
+)
+REPOSITORY_OPERATIONS: Final = Counter(
+    "oxide_batch_repository_operations",
+    "Repository operations, by operation and outcome (ok or the error code).",
+    ["operation", "outcome"],
+    registry=REGISTRY,
+)
+REPOSITORY_LATENCY: Final = Histogram(
+    "oxide_batch_repository_operation_duration_seconds",
+    "Time spent in one repository operation (without its transaction's commit).",
+    ["operation"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TRANSITIONS: Final = Counter(
+    "oxide_batch_lifecycle_transitions",
+    "Committed status changes of job and step executions, by kind and from/to status "
+    "(from_status is 'unobserved' when this process did not see the prior state).",
+    ["kind", "from_status", "to_status"],
+    registry=REGISTRY,
+)
+OPERATOR_REQUESTS: Final = Counter(
+    "oxide_batch_operator_requests",
+    "Audited operator and retention requests, by action and outcome.",
+    ["action", "outcome"],
+    registry=REGISTRY,
+)
+PURGE_ROWS: Final = Counter(
+    "oxide_batch_purge_rows_deleted",
+    "Rows deleted by committed purge batches, by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PURGE_BATCHES: Final = Counter(
+    "oxide_batch_purge_batches",
+    "Purge batches: applied, replayed, stale (plan changed since the survey) or failed.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+# Registered after the gauges (below), so a scrape shows the failure of its own refresh.
+GAUGE_REFRESH_FAILURES: Final = Counter(
+    "oxide_batch_gauge_refresh_failures",
+    "Failed refreshes of the database-computed gauges (the last values are kept).",
+    registry=None,
+)
+
+LABELLED: Final = (
+    API_REQUESTS,
+    REPOSITORY_OPERATIONS,
+    REPOSITORY_LATENCY,
+    TRANSITIONS,
+    OPERATOR_REQUESTS,
+    PURGE_ROWS,
+    PURGE_BATCHES,
+)
+
+
+def label_sets() -> dict[str, dict[str, frozenset[str]]]:
+    """Each ``oxide_batch_*`` metric family's labels and their bounded value sets."""
+    return {
+        "oxide_batch_api_requests": {
+            "route": route_values(),
+            "method": METHODS,
+            "status_class": STATUS_CLASSES,
+        },
+        "oxide_batch_repository_operations": {
+            "operation": operation_values(),
+            "outcome": outcome_values(),
+        },
+        "oxide_batch_repository_operation_duration_seconds": {"operation": operation_values()},
+        "oxide_batch_lifecycle_transitions": {
+            "kind": TRANSITION_KINDS,
+            "from_status": FROM_STATUSES,
+            "to_status": STATUSES,
+        },
+        "oxide_batch_operator_requests": {"action": REQUEST_ACTIONS, "outcome": REQUEST_OUTCOMES},
+        "oxide_batch_purge_rows_deleted": {"kind": PURGE_KIND_VALUES},
+        "oxide_batch_purge_batches": {"outcome": PURGE_BATCH_OUTCOMES},
+        "oxide_batch_gauge_refresh_failures": {},
+        "oxide_batch_executions": {"status": STATUSES},
+        "oxide_batch_executions_estimated": {"status": STATUSES},
+        "oxide_batch_unresolved_executions": {},
+        "oxide_batch_gauges_refreshed_timestamp_seconds": {},
+    }
+
+
+def reset() -> None:
+    """Forget every labelled sample and the cached gauges (tests only)."""
+    for metric in LABELLED:
+        metric.clear()
+    GAUGES.invalidate()
+
+
+# --------------------------------------------------- gauges computed from the database
+
+
+def _seconds(value: Any, default: float) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float):
+        return float(value)
+    return default
+
+
+class ExecutionGauges(Collector):
+    """Executions by status and unresolved executions, refreshed at most once per
+    ``OXIDE_BATCH_METRICS_GAUGE_TTL`` (15 s) with bounded, indexed queries.
+
+    Per status: ``count(*)`` of at most ``OXIDE_BATCH_METRICS_STATUS_COUNT_CAP`` rows
+    read from the ``(status, created_at)`` index — exact below the cap. At the cap,
+    PostgreSQL's planner statistics (``reltuples`` × the status's frequency, kept
+    by autovacuum's ANALYZE) give an estimate, flagged by
+    ``oxide_batch_executions_estimated``; without statistics (SQLite) the value
+    stays at the cap. Unresolved executions: the console's indexed query
+    (``selectors.unresolved_executions_queryset``, the partial index on
+    unresolved statuses), also capped. A failed refresh keeps the last values
+    and counts ``oxide_batch_gauge_refresh_failures_total``; a scrape never fails.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempted: float | None = None
+        self._values: tuple[dict[str, int], dict[str, bool], int, float] | None = None
+        self.now: Any = None  # a callable returning "now" (tests); default: the system clock
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._attempted = None
+            self._values = None
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families(None)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families(self._current())
+
+    def _current(self) -> tuple[dict[str, int], dict[str, bool], int, float] | None:
+        ttl = _seconds(getattr(settings, "OXIDE_BATCH_METRICS_GAUGE_TTL", 15), 15.0)
+        with self._lock:
+            now = time.monotonic()
+            if self._attempted is None or now - self._attempted >= ttl:
+                self._attempted = now
+                try:
+                    self._values = self._refresh()
+                except Exception:  # a scrape never fails: keep the last values
+                    GAUGE_REFRESH_FAILURES.inc()
+            return self._values
+
+    def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, float]:
+        from oxide_batch.selectors import unresolved_executions_queryset
+
+        cap = int(getattr(settings, "OXIDE_BATCH_METRICS_STATUS_COUNT_CAP", 10_000))
+        now = self.now() if self.now is not None else _system_now()
+        using = "default"
+        table = apps.get_model("oxide_batch", "JobExecution")._meta.db_table
+        statuses = [status.value for status in BatchStatus]
+        quote = connections[using].ops.quote_name
+        bounded = " ".join(
+            f"(SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE status = %s "
+            f"LIMIT {cap}) AS s{index}){',' if index < len(statuses) - 1 else ''}"
+            for index, _ in enumerate(statuses)
+        )
+        with bounded_cursor(using) as cursor:
+            cursor.execute(f"SELECT {bounded}", statuses)
+            row = cursor.fetchone()
+            counts = {status: int(value) for status, value in zip(statuses, row, strict=True)}
+            estimated = {status: False for status in statuses}
+            if any(value >= cap for value in counts.values()):
+                estimates = _planner_estimates(cursor, using, table)
+                for status, value in counts.items():
+                    if value >= cap and status in estimates:
+                        counts[status] = max(cap, estimates[status])
+                        estimated[status] = True
+            unresolved = (
+                unresolved_executions_queryset(
+                    now=now, inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+                )
+                .using(using)[:cap]
+                .count()
+            )
+        return counts, estimated, unresolved, time.time()
+
+    @staticmethod
+    def _families(
+        values: tuple[dict[str, int], dict[str, bool], int, float] | None,
+    ) -> list[Metric]:
+        by_status = GaugeMetricFamily(
+            "oxide_batch_executions",
+            "Job executions by status (exact below the count cap, else a planner estimate).",
+            labels=["status"],
+        )
+        flagged = GaugeMetricFamily(
+            "oxide_batch_executions_estimated",
+            "1 when oxide_batch_executions for the status is an estimate (at or over the cap).",
+            labels=["status"],
+        )
+        unresolved = GaugeMetricFamily(
+            "oxide_batch_unresolved_executions",
+            "Executions needing an operator: UNKNOWN, or active and inactive for longer "
+            "than OXIDE_BATCH_RECOVERY_STALE_AFTER (capped).",
+        )
+        refreshed = GaugeMetricFamily(
+            "oxide_batch_gauges_refreshed_timestamp_seconds",
+            "Unix time of the last successful refresh of the database-computed gauges.",
+        )
+        if values is not None:
+            counts, estimated, unresolved_count, at = values
+            for status, count in counts.items():
+                by_status.add_metric([status], count)
+                flagged.add_metric([status], 1 if estimated[status] else 0)
+            unresolved.add_metric([], unresolved_count)
+            refreshed.add_metric([], at)
+        return [by_status, flagged, unresolved, refreshed]
+
+
+def _system_now() -> datetime:
+    from oxide_batch.repository import SystemClock
+
+    return SystemClock().now()
+
+
+def _planner_estimates(cursor: Any, using: str, table: str) -> dict[str, int]:
+    """Rows per status from PostgreSQL's statistics (no table access); ``{}`` elsewhere."""
+    if connections[using].vendor != "postgresql":
+        return {}
+    cursor.execute(
+        "SELECT c.reltuples, s.most_common_vals::text::text[], s.most_common_freqs "
+        "FROM pg_class c LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text"
+        " AND s.tablename = c.relname AND s.attname = 'status' "
+        "WHERE c.oid = to_regclass(%s)",
+        [table],
+    )
+    row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0 or row[1] is None or row[2] is None:
+        return {}
+    total = float(row[0])
+    return {
+        str(value): round(total * float(freq)) for value, freq in zip(row[1], row[2], strict=False)
+    }
+
+
+GAUGES: Final = ExecutionGauges()
+REGISTRY.register(GAUGES)
+REGISTRY.register(GAUGE_REFRESH_FAILURES)
+
+
+def exposition() -> bytes:
+    """The text exposition of the app's registry (all worker processes' samples when
+    ``PROMETHEUS_MULTIPROC_DIR`` is set, e.g. under gunicorn with several workers)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(GAUGES)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
