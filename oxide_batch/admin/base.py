@@ -1,0 +1,111 @@
+"""The read-only base of every console page: no add/change/delete (every change
+goes through the services), viewers read via ``view_batch``, a paginator that
+never counts a whole table, and bounded linked tables for drill-down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from oxide_batch.admin.paginator import BoundedCountPaginator
+from oxide_batch.api.roles import OPERATE_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
+
+LINKED_ROWS = 50
+
+
+def can_view(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.has_perm(perm(VIEW_BATCH)))
+
+
+def can_operate(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.has_perm(perm(OPERATE_BATCH)))
+
+
+def can_view_payload(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.has_perm(perm(VIEW_BATCH_PAYLOAD)))
+
+
+def change_url(model: str, pk: int) -> str:
+    return reverse(f"admin:oxide_batch_{model}_change", args=[pk])
+
+
+def link(model: str, pk: int | None, text: Any = None) -> SafeString:
+    if pk is None:
+        return format_html("{}", "—")
+    return format_html('<a href="{}">{}</a>', change_url(model, pk), text if text else f"#{pk}")
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    more: bool = False,
+    more_url: str | None = None,
+    caption: str = "",
+) -> SafeString:
+    """A bounded HTML table (``more`` says rows were left off, with a link to all)."""
+    head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
+    )
+    note = (
+        format_html(
+            '<p>Only the first {} rows are shown. <a href="{}">See all</a></p>',
+            LINKED_ROWS,
+            more_url,
+        )
+        if more and more_url
+        else format_html("{}", "")
+    )
+    if not body:
+        return format_html("<p>{}</p>", "None.")
+    return format_html(
+        '<table class="ob-linked"><caption>{}</caption><thead><tr>{}</tr></thead>'
+        "<tbody>{}</tbody></table>{}",
+        caption,
+        head,
+        body,
+        note,
+    )
+
+
+def bounded(rows: Iterable[Any]) -> tuple[list[Any], bool]:
+    """Split a ``[:LINKED_ROWS + 1]`` slice into the shown rows and a "more" flag."""
+    items = list(rows)
+    return items[:LINKED_ROWS], len(items) > LINKED_ROWS
+
+
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+    show_full_result_count = False
+    paginator = BoundedCountPaginator
+    list_per_page = 50
+    change_list_template = "admin/oxide_batch/change_list.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_view(request) or super().has_view_permission(request, obj)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return can_view(request) or super().has_module_permission(request)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return tuple(str(field) for field in self.get_fields(request, obj))
+
+
+Renderer = Callable[[Any], Any]

@@ -1,0 +1,678 @@
+"""Inspection pages (read-only): instances, executions, steps, partitions,
+definitions, flow decisions and the audit rows, with drill-down tables bounded
+to :data:`LINKED_ROWS` rows and a constant number of queries per page."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Sum
+from django.http import HttpRequest
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from oxide_batch import models
+from oxide_batch.admin.actions import ExecutionActions, InstanceActions
+from oxide_batch.admin.base import (
+    LINKED_ROWS,
+    ReadOnlyAdmin,
+    bounded,
+    can_view_payload,
+    link,
+    table,
+)
+from oxide_batch.admin.dashboard import dashboard_view
+from oxide_batch.admin.display import badge, duration, when, yes_no
+from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.repository import DjangoJobRepository
+
+COUNTS = models.COUNT_COLUMNS
+SHORT = {
+    "read_count": "read",
+    "processed_count": "processed",
+    "written_count": "written",
+    "filtered_count": "filtered",
+    "committed_count": "committed",
+    "rolled_back_count": "rolled back",
+}
+
+
+def _counts(obj: Any) -> str:
+    return ", ".join(f"{SHORT[c]} {getattr(obj, c)}" for c in COUNTS if getattr(obj, c)) or "0"
+
+
+class SearchByIdOrName:
+    """``123`` → primary key; anything else → the exact (indexed) job name."""
+
+    name_field = "job_name"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip().lstrip("#")
+        if not term:
+            return queryset, False
+        if term.isdigit():
+            return queryset.filter(pk=int(term)), False
+        return queryset.filter(**{self.name_field: term}), False
+
+
+class JobNameFilter(admin.SimpleListFilter):
+    """Job names from the (small) definitions table, never a DISTINCT over executions."""
+
+    title = "job name"
+    parameter_name = "job_name"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = (
+            models.JobDefinition.objects.exclude(job_name=None)
+            .order_by("job_name")
+            .values_list("job_name", flat=True)
+            .distinct()[:100]
+        )
+        return [(name, name) for name in names if name]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(job_name=value) if value else queryset
+
+
+@admin.register(models.JobInstance)
+class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
+    list_display = ("id", "job_name", "hold", "created")
+    list_filter = (JobNameFilter,)
+    search_fields = ("job_name",)
+    search_help_text = "An instance id, or an exact job name."
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "job_name",
+        "key_digest",
+        "created",
+        "hold",
+        "hold_detail",
+        "attempts",
+        "operator_actions",
+    )
+
+    @admin.display(description="hold")
+    def hold(self, obj: models.JobInstance) -> SafeString:
+        return yes_no(obj.hold_placed_at is not None, "HOLD", "no hold")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: models.JobInstance) -> SafeString:
+        return when(obj.created_at)
+
+    @admin.display(description="hold detail")
+    def hold_detail(self, obj: models.JobInstance) -> Any:
+        if obj.hold_placed_at is None:
+            return "—"
+        return format_html(
+            "by {} ({}) {}", obj.hold_actor, obj.hold_reason_code, when(obj.hold_placed_at)
+        )
+
+    @admin.display(description="attempts")
+    def attempts(self, obj: models.JobInstance) -> SafeString:
+        rows, more = bounded(
+            models.JobExecution.objects.filter(job_instance_id=obj.pk)
+            .order_by("-attempt")
+            .only("id", "attempt", "status", "created_at", "started_at", "ended_at", "version")[
+                : LINKED_ROWS + 1
+            ]
+        )
+        return table(
+            ("attempt", "execution", "status", "created", "duration", "version"),
+            (
+                (
+                    e.attempt,
+                    link("jobexecution", e.pk),
+                    badge(e.status),
+                    when(e.created_at),
+                    duration(e.started_at, e.ended_at),
+                    e.version,
+                )
+                for e in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_jobexecution_changelist") + f"?instance={obj.pk}",
+        )
+
+    @admin.display(description="actions")
+    def operator_actions(self, obj: models.JobInstance) -> SafeString:
+        return self.action_links(obj)
+
+
+class InstanceFilter(admin.SimpleListFilter):
+    title = "instance"
+    parameter_name = "instance"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return (
+            queryset.filter(job_instance_id=int(value)) if value and value.isdigit() else queryset
+        )
+
+
+@admin.register(models.JobExecution)
+class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "job_name",
+        "attempt",
+        "status_badge",
+        "took",
+        "counts",
+        "owner",
+        "stop",
+        "created",
+    )
+    list_filter = ("status", JobNameFilter, "created_at", InstanceFilter)
+    search_fields = ("job_name",)
+    search_help_text = "An execution id, or an exact job name."
+    ordering = ("-created_at", "-id")
+    fields = (
+        "id",
+        "instance",
+        "job_name",
+        "attempt",
+        "status_badge",
+        "exit_code",
+        "failure",
+        "created",
+        "started",
+        "ended",
+        "took",
+        "last_activity",
+        "version",
+        "owner",
+        "stop",
+        "counts",
+        "step_counts",
+        "steps",
+        "flow_decisions",
+        "audit",
+        "operator_actions",
+    )
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(partial(dashboard_view, self.admin_site))
+        return [path("dashboard/", view, name="oxide_batch_dashboard"), *super().get_urls()]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = (
+            super()
+            .get_queryset(request)
+            .defer("owner_token")
+            .annotate(
+                has_owner=ExpressionWrapper(
+                    Q(owner_token__isnull=False), output_field=BooleanField()
+                )
+            )
+        )
+        return queryset
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: models.JobExecution) -> SafeString:
+        return badge(obj.status)
+
+    @admin.display(description="duration")
+    def took(self, obj: models.JobExecution) -> str:
+        return duration(obj.started_at, obj.ended_at)
+
+    @admin.display(description="counts")
+    def counts(self, obj: Any) -> str:
+        return _counts(obj)
+
+    @admin.display(description="owner")
+    def owner(self, obj: models.JobExecution) -> SafeString:
+        return yes_no(bool(getattr(obj, "has_owner", False)), "owner recorded", "no owner")
+
+    @admin.display(description="stop")
+    def stop(self, obj: models.JobExecution) -> SafeString:
+        return yes_no(obj.stop_requested_at is not None, "STOP REQUESTED", "—")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Any) -> SafeString:
+        return when(obj.created_at)
+
+    @admin.display(description="started")
+    def started(self, obj: Any) -> SafeString:
+        return when(obj.started_at)
+
+    @admin.display(description="ended")
+    def ended(self, obj: Any) -> SafeString:
+        return when(obj.ended_at)
+
+    @admin.display(description="last activity")
+    def last_activity(self, obj: models.JobExecution) -> SafeString:
+        return when(obj.last_activity_at)
+
+    @admin.display(description="instance")
+    def instance(self, obj: models.JobExecution) -> SafeString:
+        return link("jobinstance", obj.job_instance_id)
+
+    @admin.display(description="failure")
+    def failure(self, obj: Any) -> str:
+        return f"{obj.failure_category} (id {obj.failure_id})" if obj.failure_category else "—"
+
+    @admin.display(description="sum of the steps' counts")
+    def step_counts(self, obj: models.JobExecution) -> str:
+        sums = models.StepExecution.objects.filter(job_execution_id=obj.pk).aggregate(
+            **{c: Sum(c) for c in COUNTS}
+        )
+        return ", ".join(f"{SHORT[c]} {sums[c] or 0}" for c in COUNTS if sums[c]) or "0"
+
+    @admin.display(description="steps")
+    def steps(self, obj: models.JobExecution) -> SafeString:
+        rows, more = bounded(
+            models.StepExecution.objects.filter(job_execution_id=obj.pk)
+            .order_by("id")
+            .only("id", "step_name", "status", *COUNTS, "started_at", "ended_at", "version")[
+                : LINKED_ROWS + 1
+            ]
+        )
+        return table(
+            ("step", "status", "counts", "duration", "version"),
+            (
+                (
+                    link("stepexecution", s.pk, s.step_name),
+                    badge(s.status),
+                    _counts(s),
+                    duration(s.started_at, s.ended_at),
+                    s.version,
+                )
+                for s in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_stepexecution_changelist") + f"?execution={obj.pk}",
+        )
+
+    @admin.display(description="flow decisions")
+    def flow_decisions(self, obj: models.JobExecution) -> SafeString:
+        rows, more = bounded(
+            models.FlowDecision.objects.filter(job_execution_id=obj.pk)
+            .order_by("sequence")
+            .only(
+                "id",
+                "sequence",
+                "source_node_id",
+                "kind",
+                "observed_outcome",
+                "target_node_id",
+                "terminal",
+            )[: LINKED_ROWS + 1]
+        )
+        return table(
+            ("#", "from", "outcome", "kind", "to"),
+            (
+                (
+                    link("flowdecision", d.pk, d.sequence),
+                    d.source_node_id,
+                    d.observed_outcome,
+                    d.kind,
+                    d.target_node_id or d.terminal or "—",
+                )
+                for d in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_flowdecision_changelist") + f"?execution={obj.pk}",
+        )
+
+    @admin.display(description="operator audit")
+    def audit(self, obj: models.JobExecution) -> SafeString:
+        rows = list(
+            models.OperatorRequest.objects.filter(job_execution_id=obj.pk).order_by("-id")[:20]
+        )
+        return table(
+            ("request", "action", "actor", "outcome", "result", "when"),
+            (
+                (
+                    link("operatorrequest", r.pk),
+                    r.action,
+                    r.actor,
+                    r.rejection_code or r.outcome,
+                    badge(r.result_status),
+                    when(r.requested_at),
+                )
+                for r in rows
+            ),
+        )
+
+    @admin.display(description="actions")
+    def operator_actions(self, obj: models.JobExecution) -> SafeString:
+        return self.action_links(obj)
+
+
+class ExecutionFilter(admin.SimpleListFilter):
+    title = "execution"
+    parameter_name = "execution"
+    field = "job_execution_id"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return (
+            queryset.filter(**{self.field: int(value)}) if value and value.isdigit() else queryset
+        )
+
+
+class StepFilter(ExecutionFilter):
+    title = "step"
+    parameter_name = "step"
+    field = "step_execution_id"
+
+
+@admin.register(models.StepExecution)
+class StepExecutionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "execution", "step_name", "status_badge", "took", "counts", "created")
+    list_filter = ("status", "created_at", ExecutionFilter)
+    search_fields = ("=id",)
+    search_help_text = "A step execution id."
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "execution",
+        "step_name",
+        "node_id",
+        "status_badge",
+        "exit_code",
+        "failure",
+        "created",
+        "started",
+        "ended",
+        "took",
+        "version",
+        "counts",
+        "partitions",
+        "checkpoint_viewer",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).defer("checkpoint", "context")
+
+    status_badge = JobExecutionAdmin.status_badge
+    took = JobExecutionAdmin.took
+    counts = JobExecutionAdmin.counts
+    created = JobExecutionAdmin.created
+    started = JobExecutionAdmin.started
+    ended = JobExecutionAdmin.ended
+    failure = JobExecutionAdmin.failure
+
+    @admin.display(description="execution")
+    def execution(self, obj: models.StepExecution) -> SafeString:
+        return link("jobexecution", obj.job_execution_id)
+
+    @admin.display(description="partitions")
+    def partitions(self, obj: models.StepExecution) -> SafeString:
+        rows, more = bounded(
+            models.StepPartition.objects.filter(step_execution_id=obj.pk)
+            .order_by("ordinal")
+            .only("id", "partition_key", "ordinal", "status", *COUNTS, "version")[: LINKED_ROWS + 1]
+        )
+        return table(
+            ("#", "partition", "status", "counts", "version"),
+            (
+                (
+                    p.ordinal,
+                    link("steppartition", p.pk, p.partition_key),
+                    badge(p.status),
+                    _counts(p),
+                    p.version,
+                )
+                for p in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_steppartition_changelist") + f"?step={obj.pk}",
+        )
+
+    def checkpoint_viewer_context(
+        self, request: HttpRequest, obj: models.StepExecution
+    ) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(
+            models.StepExecution.objects.filter(pk=obj.pk)
+            .values("checkpoint", "checkpoint_checksum")
+            .first()
+            or {},
+        )
+        text = raw.get("checkpoint")
+        info: dict[str, Any] = {"present": text is not None, "size": len(text or "")}
+        if text is None:
+            return info
+        try:
+            with DjangoJobRepository().begin() as uow:
+                state = uow.step_state(obj.pk)
+        except OxideBatchError as error:
+            info.update(state="corrupt", error=error.code)
+            return info
+        envelope = state.checkpoint
+        info["state"] = "verified" if raw.get("checkpoint_checksum") else "no checksum"
+        if envelope is not None:
+            info.update(schema=envelope.schema, version=envelope.schema_version)
+            if can_view_payload(request):
+                info["payload"] = json.dumps(envelope.payload, indent=2, sort_keys=True)
+        return info
+
+    @admin.display(description="checkpoint")
+    def checkpoint_viewer(self, obj: models.StepExecution) -> SafeString:
+        info: dict[str, Any] = getattr(obj, "_checkpoint", {})
+        if not info.get("present"):
+            return format_html("{}", "No checkpoint.")
+        if info.get("state") == "corrupt":
+            return format_html(
+                '<span class="ob-badge ob-bad">corrupt</span> {} bytes; {}',
+                info["size"],
+                info["error"],
+            )
+        payload = (
+            format_html('<pre class="ob-payload">{}</pre>', info["payload"])
+            if "payload" in info
+            else format_html("<p>{}</p>", "The payload is shown only with view_batch_payload.")
+        )
+        return format_html(
+            "schema <code>{}</code> version {} · {} bytes · checksum "
+            '<span class="ob-badge ob-ok">{}</span>{}',
+            info.get("schema", "?"),
+            info.get("version", "?"),
+            info["size"],
+            info["state"],
+            payload,
+        )
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            obj._checkpoint = self.checkpoint_viewer_context(request, obj)
+        return obj
+
+
+@admin.register(models.StepPartition)
+class StepPartitionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "step", "partition_key", "ordinal", "status_badge", "counts", "version")
+    list_filter = ("status", StepFilter)
+    search_fields = ("=id",)
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "step",
+        "partition_key",
+        "ordinal",
+        "status_badge",
+        "exit_code",
+        "counts",
+        "version",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).defer("context")
+
+    status_badge = JobExecutionAdmin.status_badge
+    counts = JobExecutionAdmin.counts
+
+    @admin.display(description="step")
+    def step(self, obj: models.StepPartition) -> SafeString:
+        return link("stepexecution", obj.step_execution_id)
+
+
+@admin.register(models.FlowDecision)
+class FlowDecisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "execution",
+        "sequence",
+        "source_node_id",
+        "kind",
+        "observed_outcome",
+        "target_node_id",
+        "terminal",
+    )
+    list_filter = ("kind", ExecutionFilter)
+    search_fields = ("=id",)
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "execution",
+        "sequence",
+        "source_node_id",
+        "kind",
+        "observed_outcome",
+        "target_node_id",
+        "terminal",
+        "plan_fingerprint",
+        "input_digest",
+        "decided_at",
+    )
+    execution = StepExecutionAdmin.execution
+
+
+@admin.register(models.JobDefinition)
+class JobDefinitionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job_name", "revision", "manifest_format", "manifest_digest")
+    search_fields = ("job_name", "=manifest_digest")
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "job_name",
+        "revision",
+        "manifest_format",
+        "manifest_digest",
+        "manifest",
+        "registered_at",
+    )
+
+
+@admin.register(models.DefinitionUpgrade)
+class DefinitionUpgradeAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job_name", "upgrade_key", "from_definition_id", "to_definition_id")
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "job_name",
+        "upgrade_key",
+        "from_definition_id",
+        "to_definition_id",
+        "step_mapping",
+        "registered_at",
+    )
+
+
+@admin.register(models.RecoveryDecision)
+class RecoveryDecisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "execution",
+        "prior_status",
+        "resulting_status",
+        "reason_code",
+        "operator_reference",
+        "decided_at",
+    )
+    list_filter = ("resulting_status",)
+    search_fields = ("=job_execution_id",)
+    ordering = ("-decided_at", "-id")
+    fields = (
+        "id",
+        "execution",
+        "execution_version",
+        "prior_status",
+        "resulting_status",
+        "reason_code",
+        "operator_reference",
+        "operator_user_id",
+        "decided_at",
+    )
+    execution = StepExecutionAdmin.execution
+
+
+@admin.register(models.OperatorRequest)
+class OperatorRequestAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "action",
+        "actor",
+        "execution",
+        "outcome",
+        "rejection_code",
+        "result_status",
+        "requested_at",
+    )
+    list_filter = ("action", "outcome")
+    search_fields = ("=job_execution_id",)
+    ordering = ("-requested_at", "-id")
+    fields = (
+        "id",
+        "action",
+        "operation_id",
+        "actor",
+        "actor_user_id",
+        "reason_code",
+        "execution",
+        "observed_version",
+        "prior_status",
+        "result_status",
+        "outcome",
+        "changed",
+        "rejection_code",
+        "requested_at",
+    )
+
+    @admin.display(description="execution")
+    def execution(self, obj: models.OperatorRequest) -> SafeString:
+        return link("jobexecution", obj.job_execution_id)
+
+
+@admin.register(models.RetentionRecord)
+class RetentionRecordAdmin(ReadOnlyAdmin):
+    list_display = ("id", "action", "actor", "instance", "reason_code", "changed", "applied_at")
+    list_filter = ("action",)
+    search_fields = ("=job_instance_id",)
+    ordering = ("-applied_at", "-id")
+    fields = (
+        "id",
+        "action",
+        "operation_id",
+        "actor",
+        "actor_user_id",
+        "reason_code",
+        "instance",
+        "changed",
+        "deleted_job_executions",
+        "deleted_job_instances",
+        "applied_at",
+    )
+
+    @admin.display(description="instance")
+    def instance(self, obj: models.RetentionRecord) -> SafeString:
+        return link("jobinstance", obj.job_instance_id)

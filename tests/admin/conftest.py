@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.test import Client
+
+from oxide_batch.api.roles import OPERATOR, VIEWER, ensure_roles
+from oxide_batch.demo.workload import Workload
+
+
+@pytest.fixture
+def demo(db):
+    call_command("demo_workload", stdout=io.StringIO())
+
+
+@pytest.fixture
+def more_rows(db):
+    """Add instances, executions and steps (a page's query count must not change)."""
+
+    def add(count: int = 5) -> None:
+        work = Workload(datetime.now(UTC) - timedelta(hours=2))
+        for index in range(count):
+            work.complete("extra_job", ["first", "second"], n=index)
+
+    return add
+
+
+def _member(username: str, group: str) -> Client:
+    ensure_roles()
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def viewer_client(db) -> Client:
+    return _member("vera", VIEWER)
+
+
+@pytest.fixture
+def operator_client(db) -> Client:
+    return _member("otto", OPERATOR)

@@ -1,0 +1,155 @@
+"""Audited operator actions through the confirmation page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.urls import reverse
+
+from oxide_batch import models
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(model: str, action: str, *ids: int) -> str:
+    return (
+        reverse(f"admin:oxide_batch_{model}_act", args=[action]) + "?ids=" + ",".join(map(str, ids))
+    )
+
+
+def _hidden(text: str) -> dict[str, str]:
+    return dict(re.findall(r'type="hidden" name="([^"]+)" value="([^"]*)"', text))
+
+
+def _confirm(client: Client, url: str, **extra: str):
+    page = client.get(url)
+    assert page.status_code == 200
+    form = {k: v for k, v in _hidden(page.content.decode()).items() if k != "csrfmiddlewaretoken"}
+    return page, {**form, **extra}
+
+
+def _said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_client, demo):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    url = _url("jobexecution", "recover", unknown.pk)
+    page, form = _confirm(operator_client, url)
+    text = page.content.decode()
+    assert f'name="version_{unknown.pk}" value="{unknown.version}"' in text
+    assert "eligible" in text
+    assert "unknown commit yes" in text
+    assert len(form[f"digest_{unknown.pk}"]) == 64
+    assert 'value="UNKNOWN_EFFECT"' in text
+    done = operator_client.post(
+        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
+    )
+    assert f"execution #{unknown.pk}: applied" in _said(done)
+    unknown.refresh_from_db()
+    assert unknown.status == "FAILED"
+    assert unknown.failure_category == "UNKNOWN_COMMIT"
+    record = models.OperatorRequest.objects.get(job_execution_id=unknown.pk, action="RECOVER")
+    assert record.actor == "otto"
+    assert record.outcome == "APPLIED"
+    decision = models.RecoveryDecision.objects.get(job_execution_id=unknown.pk)
+    assert decision.operator_reference == "otto"
+    # A double submit of the same confirmation replays instead of acting twice.
+    again = operator_client.post(
+        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
+    )
+    assert any("replayed" in m for m in _said(again))
+    assert models.RecoveryDecision.objects.filter(job_execution_id=unknown.pk).count() == 1
+
+
+def test_a_row_changed_since_the_page_loaded_is_stale(operator_client, demo):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    url = _url("jobexecution", "recover", unknown.pk)
+    _, form = _confirm(operator_client, url)
+    models.JobExecution.objects.filter(pk=unknown.pk).update(version=unknown.version + 1)
+    done = operator_client.post(url, {**form, "reason_code": "STALE_WORKER"}, follow=True)
+    said = _said(done)
+    assert said == [f"execution #{unknown.pk}: stale_version"]
+    unknown.refresh_from_db()
+    assert unknown.status == "UNKNOWN"
+
+
+def test_stop_and_abandon(operator_client, demo):
+    crashed = models.JobExecution.objects.get(job_name="customer_sync", status="STARTED")
+    url = _url("jobexecution", "stop", crashed.pk)
+    _, form = _confirm(operator_client, url)
+    done = operator_client.post(url, form, follow=True)
+    assert _said(done) == [f"execution #{crashed.pk}: applied"]
+    crashed.refresh_from_db()
+    assert crashed.stop_requested_by == "otto"
+    stopped = models.JobExecution.objects.get(job_name="report_build", status="STOPPED")
+    url = _url("jobexecution", "abandon", stopped.pk)
+    _, form = _confirm(operator_client, url, reason_code="NOT_NEEDED")
+    done = operator_client.post(url, form, follow=True)
+    assert _said(done) == [f"execution #{stopped.pk}: applied"]
+    stopped.refresh_from_db()
+    assert stopped.status == "ABANDONED"
+
+
+def test_an_action_refused_by_a_rule_reports_its_code(operator_client, demo):
+    running = models.JobExecution.objects.get(job_name="customer_sync", status="STARTED")
+    url = _url("jobexecution", "abandon", running.pk)
+    _, form = _confirm(operator_client, url, reason_code="NOT_NEEDED")
+    done = operator_client.post(url, form, follow=True)
+    assert _said(done) == [f"execution #{running.pk}: invalid_state"]
+
+
+def test_place_and_release_a_hold(operator_client, demo):
+    instance = models.JobInstance.objects.get(job_name="billing_export")
+    url = _url("jobinstance", "hold", instance.pk)
+    _, form = _confirm(operator_client, url, reason_code="LEGAL_HOLD")
+    done = operator_client.post(url, form, follow=True)
+    assert _said(done) == [f"instance #{instance.pk}: applied"]
+    instance.refresh_from_db()
+    assert instance.hold_actor == "otto"
+    assert b"HOLD" in done.content
+    url = _url("jobinstance", "release", instance.pk)
+    _, form = _confirm(operator_client, url, reason_code="LEGAL_HOLD")
+    done = operator_client.post(url, form, follow=True)
+    assert _said(done) == [f"instance #{instance.pk}: applied"]
+    instance.refresh_from_db()
+    assert instance.hold_placed_at is None
+    assert models.RetentionRecord.objects.filter(job_instance_id=instance.pk).count() == 2
+
+
+def test_the_changelist_action_leads_to_the_confirmation(operator_client, demo):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    response = operator_client.post(
+        reverse("admin:oxide_batch_jobexecution_changelist"),
+        {"action": "recover_action", "_selected_action": [unknown.pk]},
+    )
+    assert response.status_code == 302
+    assert response.url == _url("jobexecution", "recover", unknown.pk)
+
+
+def test_a_viewer_cannot_see_or_run_the_actions(viewer_client, demo):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    changelist = viewer_client.get(reverse("admin:oxide_batch_jobexecution_changelist"))
+    assert changelist.status_code == 200
+    assert b"recover_action" not in changelist.content
+    url = _url("jobexecution", "recover", unknown.pk)
+    assert viewer_client.get(url).status_code == 403
+    assert viewer_client.post(url, {"ids": str(unknown.pk)}).status_code == 403
+    hold = _url("jobinstance", "hold", unknown.job_instance_id)
+    assert viewer_client.get(hold).status_code == 403
+    unknown.refresh_from_db()
+    assert unknown.status == "UNKNOWN"
+
+
+def test_csrf_is_enforced(demo, operator_client):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    url = _url("jobexecution", "recover", unknown.pk)
+    _, form = _confirm(operator_client, url)
+    strict = Client(enforce_csrf_checks=True)
+    strict.cookies = operator_client.cookies
+    assert strict.post(url, {**form, "reason_code": "STALE_WORKER"}).status_code == 403
+    unknown.refresh_from_db()
+    assert unknown.status == "UNKNOWN"
