@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Self
@@ -36,6 +37,16 @@ class ExecutionCounts:
     rolled_back: int = 0
 
     def __post_init__(self) -> None:
+        values = (
+            self.read,
+            self.processed,
+            self.written,
+            self.filtered,
+            self.committed,
+            self.rolled_back,
+        )
+        if all(type(value) is int and 0 <= value <= MAX_COUNT for value in values):
+            return  # the common case; anything else is explained below
         for name in COUNT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -83,6 +94,14 @@ class FailureSummary:
         validate_identifier(IdentifierKind.FAILURE, self.failure_id)
 
 
+@functools.lru_cache(maxsize=1024)
+def _valid_exit_code(exit_code: str) -> str:
+    """``validate_name`` of an exit code, remembered: exit codes are a small
+    vocabulary and every execution value read or written checks its own (a
+    refused code raises, and is never remembered)."""
+    return validate_name(exit_code, NameKind.EXIT_CODE)
+
+
 @dataclass(frozen=True)
 class ExecutionMetadata:
     """Status, exit code, timestamps, counts and failure, with the seed's invariants.
@@ -97,7 +116,10 @@ class ExecutionMetadata:
     failure: FailureSummary | None = None
 
     def __post_init__(self) -> None:
-        validate_name(self.exit_code, NameKind.EXIT_CODE)
+        if type(self.exit_code) is str:
+            _valid_exit_code(self.exit_code)
+        else:
+            validate_name(self.exit_code, NameKind.EXIT_CODE)
         ended = self.timestamps.ended_at is not None
         if self.status.is_unresolved and ended:
             raise ActiveExecutionHasEndTime()
@@ -171,7 +193,12 @@ class _Execution:
         return self.metadata.timestamps.ended_at
 
     def with_state(self, metadata: ExecutionMetadata, version: int, updated_at: datetime) -> Self:
-        return dataclasses.replace(self, metadata=metadata, version=version, updated_at=updated_at)
+        """A copy with new state (``dataclasses.replace`` without its per-call
+        field introspection: executions have no ``__post_init__`` to re-run)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(metadata=metadata, version=version, updated_at=updated_at)
+        return copy
 
 
 @dataclass(frozen=True)

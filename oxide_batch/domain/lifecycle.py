@@ -161,7 +161,7 @@ def compare_and_commit_chunk(
     if metadata.status is not S.STARTED:
         raise InvalidState(id=execution_id, status=metadata.status)
     counts = metadata.counts.plus(delta)
-    return dataclasses.replace(metadata, counts=counts), next_version(version)
+    return _with(metadata, counts=counts), next_version(version)
 
 
 def compare_and_enrich(
@@ -170,4 +170,21 @@ def compare_and_enrich(
     """Exit-status enrichment: its own CAS that never changes status."""
     validate_expected_version(expected_version, version)
     validate_name(exit_code, NameKind.EXIT_CODE)
-    return dataclasses.replace(metadata, exit_code=exit_code), next_version(version)
+    return _with(metadata, exit_code=exit_code), next_version(version)
+
+
+def _with(
+    metadata: ExecutionMetadata,
+    *,
+    exit_code: str | None = None,
+    counts: ExecutionCounts | None = None,
+) -> ExecutionMetadata:
+    """``dataclasses.replace`` of the metadata (re-validated the same way), spelled
+    out: replace introspects the fields on every call."""
+    return ExecutionMetadata(
+        status=metadata.status,
+        exit_code=metadata.exit_code if exit_code is None else exit_code,
+        timestamps=metadata.timestamps,
+        counts=metadata.counts if counts is None else counts,
+        failure=metadata.failure,
+    )

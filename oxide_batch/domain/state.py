@@ -52,6 +52,7 @@ class StateLimits:
 
 
 PARTITION_CONTEXT_LIMITS = StateLimits(PARTITION_CONTEXT_MAX_BYTES, DEFAULT_MAX_DEPTH)
+_CEILINGS = StateLimits(CEILING_MAX_BYTES, CEILING_MAX_DEPTH)
 _MEMBERS = frozenset({"schema", "schema_version", "payload"})
 
 
@@ -74,6 +75,13 @@ class StateEnvelope:
         cls, raw: Any, *, kind: EnvelopeKind, limits: StateLimits = StateLimits()
     ) -> StateEnvelope:
         """Validate a decoded JSON value; ``InvalidEnvelope`` names what is wrong."""
+        return cls._checked(raw, kind, limits)[0]
+
+    @classmethod
+    def _checked(
+        cls, raw: Any, kind: EnvelopeKind, limits: StateLimits
+    ) -> tuple[StateEnvelope, bytes]:
+        """``from_json``, also returning the canonical bytes it measured."""
         if not isinstance(raw, Mapping) or set(raw) != _MEMBERS:
             raise InvalidEnvelope(
                 kind=kind.value, reason="expected {schema, schema_version, payload}"
@@ -97,12 +105,12 @@ class StateEnvelope:
                 kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
             )
         try:
-            size = len(envelope.canonical())
+            data = envelope.canonical()
         except CanonicalJsonError as error:
             raise InvalidEnvelope(kind=kind.value, reason=str(error)) from None
-        if size > limits.max_bytes:
+        if len(data) > limits.max_bytes:
             raise InvalidEnvelope(kind=kind.value, reason=f"larger than {limits.max_bytes} bytes")
-        return envelope
+        return envelope, data
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -128,7 +136,18 @@ class StoredState:
 
     @classmethod
     def of(cls, envelope: StateEnvelope) -> StoredState:
-        data = envelope.canonical()
+        return cls._of_bytes(envelope.canonical())
+
+    @classmethod
+    def checked(
+        cls, envelope: StateEnvelope, *, kind: EnvelopeKind, limits: StateLimits
+    ) -> StoredState:
+        """``StoredState.of(StateEnvelope.from_json(envelope.as_json(), …))``: the
+        envelope re-checked against ``limits`` (``InvalidEnvelope``), serialized once."""
+        return cls._of_bytes(StateEnvelope._checked(envelope.as_json(), kind, limits)[1])
+
+    @classmethod
+    def _of_bytes(cls, data: bytes) -> StoredState:
         return cls(data.decode("utf-8"), sha256_hex(data))
 
 
@@ -145,14 +164,10 @@ def load_stored(text: str, checksum: str, *, kind: EnvelopeKind) -> StateEnvelop
     if sha256_hex(data) != checksum:
         raise StoredStateCorrupt("checksum mismatch")
     try:
-        envelope = StateEnvelope.from_json(
-            parse_strict(data),
-            kind=kind,
-            limits=StateLimits(CEILING_MAX_BYTES, CEILING_MAX_DEPTH),
-        )
+        envelope, canonical = StateEnvelope._checked(parse_strict(data), kind, _CEILINGS)
     except (CanonicalJsonError, InvalidEnvelope) as error:
         raise StoredStateCorrupt(str(error)) from None
-    if envelope.canonical() != data:
+    if canonical != data:
         raise StoredStateCorrupt("stored bytes are not canonical")
     return envelope
 

@@ -99,15 +99,28 @@ def instance_from_row(row: Row) -> JobInstance:
     return JobInstance(id=row["id"], key=key, created_at=row["created_at"])
 
 
+# Enum members by value: ``BatchStatus(value)`` does the same lookup through the
+# enum machinery (and still runs for a value that is not here, to raise the same).
+_STATUSES: Mapping[Any, BatchStatus] = {status.value: status for status in BatchStatus}
+_CATEGORIES: Mapping[Any, FailureCategory] = {
+    category.value: category for category in FailureCategory
+}
+_COUNT_COLUMNS = tuple(f"{name}_count" for name in COUNT_FIELDS)
+
+
 def _metadata(row: Row) -> ExecutionMetadata:
     failure = None
-    if row["failure_category"] is not None:
-        failure = FailureSummary(FailureCategory(row["failure_category"]), row["failure_id"])
+    category = row["failure_category"]
+    if category is not None:
+        failure = FailureSummary(
+            _CATEGORIES.get(category) or FailureCategory(category), row["failure_id"]
+        )
+    status = row["status"]
     return ExecutionMetadata(
-        status=BatchStatus(row["status"]),
+        status=_STATUSES.get(status) or BatchStatus(status),
         exit_code=row["exit_code"],
         timestamps=ExecutionTimestamps(row["created_at"], row["started_at"], row["ended_at"]),
-        counts=ExecutionCounts(*(row[f"{name}_count"] for name in COUNT_FIELDS)),
+        counts=ExecutionCounts(*[row[column] for column in _COUNT_COLUMNS]),
         failure=failure,
     )
 

@@ -208,10 +208,8 @@ class StepOperations(UnitOfWorkBase):
             ("context", context, EnvelopeKind.CONTEXT),
         ):
             if envelope is not None:
-                checked = StateEnvelope.from_json(
-                    envelope.as_json(), kind=kind, limits=self._state_limits
-                )
-                stored = StoredState.of(checked)
+                # Checked against this repository's limits whoever built it.
+                stored = StoredState.checked(envelope, kind=kind, limits=self._state_limits)
                 extra[column], extra[f"{column}_checksum"] = stored.text, stored.checksum
         return self._compare_and_swap(
             models.StepExecution,
