@@ -6,6 +6,7 @@ default is an SQLite file in the project directory.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -59,6 +60,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: X-Request-ID on every response and API request metrics.
+    "oxide_batch.observability.middleware.RequestObservabilityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -200,6 +203,14 @@ def _database() -> dict[str, Any]:
     config.setdefault("OPTIONS", {})
     config["OPTIONS"]["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
     config["OPTIONS"].setdefault("connect_timeout", 5)
+    # Parameters bound by the server, and each connection prepares a statement
+    # it has run 5 times (psycopg's default; Django's is never): the hot CAS
+    # statements are then neither quoted client-side nor parsed and planned
+    # again (docs/performance.md). OXIDE_BATCH_PG_PREPARE=false turns preparing
+    # off, for a transaction-mode pooler that cannot carry prepared statements.
+    config["OPTIONS"].setdefault("server_side_binding", True)
+    if _env_bool("OXIDE_BATCH_PG_PREPARE", True):
+        config["OPTIONS"].setdefault("prepare_threshold", 5)
     return config
 
 
@@ -221,9 +232,53 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 
+# Structured events (docs/observability.md): one JSON line per event on the
+# logger ``oxide_batch.events`` (not propagated, so each event is logged once).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "oxide_batch.observability.events.JsonFormatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "events": {"class": "logging.StreamHandler", "formatter": "json"},
+    },
+    "loggers": {
+        "oxide_batch.events": {
+            "handlers": ["events"],
+            "level": os.environ.get("OXIDE_BATCH_EVENTS_LEVEL", "INFO"),
+            "propagate": False,
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+
+# /metrics (docs/observability.md). Access: the client address must be in
+# OXIDE_BATCH_METRICS_ALLOWED_IPS (addresses or networks, comma-separated;
+# default localhost only; "*" any), then, when OXIDE_BATCH_METRICS_TOKEN is set,
+# present it as "Authorization: Bearer <token>".
+def _metrics_allowed_ips() -> list[str]:
+    allowed = _env_list("OXIDE_BATCH_METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
+    for network in allowed:
+        if network != "*":
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError as error:
+                raise ImproperlyConfigured(f"OXIDE_BATCH_METRICS_ALLOWED_IPS: {error}") from None
+    return allowed
+
+
+OXIDE_BATCH_METRICS_ALLOWED_IPS = _metrics_allowed_ips()
+OXIDE_BATCH_METRICS_TOKEN = os.environ.get("OXIDE_BATCH_METRICS_TOKEN", "")
+# Gauges computed from the database are cached this long; per-status counts
+# read at most this many index entries each (a planner estimate above).
+OXIDE_BATCH_METRICS_GAUGE_TTL = parse_duration(
+    os.environ.get("OXIDE_BATCH_METRICS_GAUGE_TTL", "15s")
+)
+OXIDE_BATCH_METRICS_STATUS_COUNT_CAP = int(
+    os.environ.get("OXIDE_BATCH_METRICS_STATUS_COUNT_CAP", 10_000)
+)
+# The statement timeout of /readyz and the gauge queries (PostgreSQL).
+OXIDE_BATCH_METRICS_DB_TIMEOUT = parse_duration(
+    os.environ.get("OXIDE_BATCH_METRICS_DB_TIMEOUT", "2s")
+)
