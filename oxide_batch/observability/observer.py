@@ -406,24 +406,7 @@ class RepositoryObserver:
     # -- steps -------------------------------------------------------------------------
 
     def _step_created(self, event: OperationEvent) -> None:
-        step = event.result
-        if not isinstance(step, StepExecution):
-            return
-
-        def say(request_id: str | None) -> None:
-            self._remember(STEP, step)
-            events.emit(
-                "step.created",
-                {
-                    **step_fields(step),
-                    "status": step.status.value,
-                    "version": step.version,
-                    "outcome": "ok",
-                },
-                request_id=request_id,
-            )
-
-        self._after_commit(event, say)
+        self._step_event(event, "step.created")
 
     def _step_transitioned(self, event: OperationEvent) -> None:
         step = event.result
@@ -438,6 +421,10 @@ class RepositoryObserver:
             self._after_commit(event, lambda _: self._remember(STEP, step))
 
     def _chunk_committed(self, event: OperationEvent) -> None:
+        self._step_event(event, "step.chunk_committed")
+
+    def _step_event(self, event: OperationEvent, name: str) -> None:
+        """After commit: remember the step's state and say ``name`` about it."""
         step = event.result
         if not isinstance(step, StepExecution):
             return
@@ -445,7 +432,7 @@ class RepositoryObserver:
         def say(request_id: str | None) -> None:
             self._remember(STEP, step)
             events.emit(
-                "step.chunk_committed",
+                name,
                 {
                     **step_fields(step),
                     "status": step.status.value,
