@@ -5,121 +5,31 @@ one row. The compare-and-swap admits exactly one; the others are told
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
-from urllib import error as urlerror
-from urllib import request as urlrequest
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
-from django.contrib.auth.models import Group, User
-from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR, RUNTIME, ensure_roles
+from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import OperatorClient, RuntimeClient
 from oxide_batch.domain.errors import StaleVersion
 from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
+from tests.live import gunicorn, token_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
 CONTENDERS = 16
-ROOT = Path(__file__).resolve().parents[2]
-GUNICORN = Path(sys.executable).with_name("gunicorn")
-START_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def the_test_database_url() -> str:
-    """The TEST database (pytest-django's), as a URL the settings read."""
-    db = connection.settings_dict
-    user = quote(db["USER"] or "", safe="")
-    password = quote(db["PASSWORD"] or "", safe="")
-    credentials = f"{user}:{password}@" if password else f"{user}@"
-    host = quote(db["HOST"] or "localhost", safe="")  # a socket directory is %2F-quoted
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgres://{credentials}{host}{port}/{quote(db['NAME'], safe='')}"
-
-
-def answers(url: str) -> bool:
-    try:
-        with urlrequest.urlopen(url + "/api/v1/descriptor", timeout=2):
-            return True
-    except urlerror.HTTPError as answer:
-        return answer.code == 401  # up: the API refuses the anonymous probe
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: None) -> Iterator[str]:
-    """gunicorn serving the app on the test database; stopped by the finalizer."""
-    port = free_port()
-    environment = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": the_test_database_url(),
-        "SECRET_KEY": settings.SECRET_KEY,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DEBUG": "0",
-        "LOG_LEVEL": "WARNING",
-    }
-    command = [
-        str(GUNICORN),
-        "project.wsgi",
-        "-w",
-        "2",
-        "--threads",
-        "4",
-        "-b",
-        f"127.0.0.1:{port}",
-        "--graceful-timeout",
-        "5",
-    ]
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + START_TIMEOUT
-            while not answers(url):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    output = log.read().decode(errors="replace")
-                    pytest.fail(f"gunicorn did not start:\n{output}")
-                time.sleep(0.1)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-
-
-def token_for(username: str, group: str) -> str:
-    """A user of ``group`` with a token, committed (gunicorn reads it)."""
-    ensure_roles()  # transactional tests flush the groups
-    user = User.objects.create_user(username)
-    user.groups.add(Group.objects.get(name=group))
-    return str(Token.objects.create(user=user).key)
+    """gunicorn serving the app on the test database; stopped at module end."""
+    with gunicorn() as url:
+        yield url
 
 
 def race(work: Callable[[int], Any]) -> list[Any]:
