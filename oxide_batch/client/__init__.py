@@ -10,7 +10,9 @@ stops and abandons executions, places and releases holds, and reads the audit.
 It raises the repository's own typed errors (``StaleVersion``,
 ``ExecutionAlreadyActive``, …), rebuilt from the problem's ``code`` and fields,
 so a runtime can ``except StaleVersion`` whether it talks to the repository
-in process or over HTTP.
+in process or over HTTP. After ``CommitOutcomeUnknown`` it re-reads before
+retrying: ``RuntimeClient.reconcile_*`` (or ``reconcile=True``) apply the rule
+of :mod:`oxide_batch.client.reconcile`.
 """
 
 from oxide_batch.client.errors import ApiError, InvalidRequest, error_from_problem
@@ -28,6 +30,7 @@ from oxide_batch.client.models import (
     StepState,
 )
 from oxide_batch.client.operator import OperatorClient
+from oxide_batch.client.reconcile import Outcome, Reconciliation, Superseded
 from oxide_batch.client.runtime import RuntimeClient
 
 __all__ = [
@@ -41,10 +44,13 @@ __all__ = [
     "InvalidRequest",
     "OperatorClient",
     "OperatorOutcome",
+    "Outcome",
     "Partition",
+    "Reconciliation",
     "RecoveryProposal",
     "RuntimeClient",
     "Step",
     "StepState",
+    "Superseded",
     "error_from_problem",
 ]

@@ -1,7 +1,10 @@
 """``RuntimeClient``: the runtime's side of the API over ``urllib`` (stdlib only).
 
 Every call is one HTTP request; errors as :mod:`oxide_batch.client.transport`
-describes (typed errors, ``Unavailable``, ``CommitOutcomeUnknown``).
+describes (typed errors, ``Unavailable``, ``CommitOutcomeUnknown``). After
+``CommitOutcomeUnknown`` the ``reconcile_*`` methods re-read and tell whether the
+write applied (:mod:`oxide_batch.client.reconcile` states the rule);
+``reconcile=True`` on a transition or a chunk commit applies the rule itself.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from oxide_batch.client.models import (
     Step,
     StepState,
 )
+from oxide_batch.client.reconcile import Reconciliation, ReconcilingReads, settle
 from oxide_batch.client.transport import ApiTransport
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind
@@ -55,7 +59,7 @@ def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
     return {"category": failure.category.value, "failure_id": failure.failure_id}
 
 
-class RuntimeClient(ApiTransport):
+class RuntimeClient(ReconcilingReads, ApiTransport):
     """The runtime API of one server, authenticated with a token (of a user in
     the ``batch-runtime`` group)."""
 
@@ -158,17 +162,29 @@ class RuntimeClient(ApiTransport):
         *,
         failure: FailureSummary | None = None,
         terminal_rollback: bool = False,
+        reconcile: bool = False,
     ) -> Execution:
-        _, document = self._post(
-            f"executions/{_id(execution)}/transition",
-            {
-                "expected_version": expected_version,
-                "status": BatchStatus(status).value,
-                "failure": _failure(failure),
-                "terminal_rollback": terminal_rollback,
-            },
-        )
-        return Execution.from_json(document)
+        """CAS transition. ``reconcile`` settles a ``CommitOutcomeUnknown`` by
+        :meth:`reconcile_transition` (see :func:`~oxide_batch.client.reconcile.settle`)."""
+
+        def send() -> Execution:
+            _, document = self._post(
+                f"executions/{_id(execution)}/transition",
+                {
+                    "expected_version": expected_version,
+                    "status": BatchStatus(status).value,
+                    "failure": _failure(failure),
+                    "terminal_rollback": terminal_rollback,
+                },
+            )
+            return Execution.from_json(document)
+
+        def reread() -> Reconciliation[Execution]:
+            return self.reconcile_transition(
+                _id(execution), expected_version, status, failure=failure
+            )
+
+        return settle(send, expected_version, reread if reconcile else None)
 
     def start(self, execution: Execution) -> Execution:
         """STARTING → STARTED at the version the runtime holds."""
@@ -223,17 +239,28 @@ class RuntimeClient(ApiTransport):
         *,
         failure: FailureSummary | None = None,
         terminal_rollback: bool = False,
+        reconcile: bool = False,
     ) -> Step:
-        _, document = self._post(
-            f"steps/{_id(step)}/transition",
-            {
-                "expected_version": expected_version,
-                "status": BatchStatus(status).value,
-                "failure": _failure(failure),
-                "terminal_rollback": terminal_rollback,
-            },
-        )
-        return Step.from_json(document)
+        """CAS transition of a step; ``reconcile`` as for :meth:`transition`."""
+
+        def send() -> Step:
+            _, document = self._post(
+                f"steps/{_id(step)}/transition",
+                {
+                    "expected_version": expected_version,
+                    "status": BatchStatus(status).value,
+                    "failure": _failure(failure),
+                    "terminal_rollback": terminal_rollback,
+                },
+            )
+            return Step.from_json(document)
+
+        def reread() -> Reconciliation[Step]:
+            return self.reconcile_step_transition(
+                _id(step), expected_version, status, failure=failure
+            )
+
+        return settle(send, expected_version, reread if reconcile else None)
 
     def step_exit_status(self, step: Ref, expected_version: int, exit_code: str) -> Step:
         _, document = self._post(
@@ -249,18 +276,35 @@ class RuntimeClient(ApiTransport):
         counts: ExecutionCounts | Mapping[str, int] | None = None,
         checkpoint: StateEnvelope | Mapping[str, Any] | None = None,
         context: StateEnvelope | Mapping[str, Any] | None = None,
+        *,
+        reconcile: bool = False,
     ) -> Step:
-        """One chunk: ``counts`` are its deltas; the step returned carries the totals."""
-        _, document = self._post(
-            f"steps/{_id(step)}/checkpoint",
-            {
-                "expected_version": expected_version,
-                "counts": _counts(counts),
-                "checkpoint": _envelope(checkpoint),
-                "context": _envelope(context),
-            },
-        )
-        return Step.from_json(document)
+        """One chunk: ``counts`` are its deltas; the step returned carries the totals.
+
+        ``reconcile`` settles a ``CommitOutcomeUnknown`` by :meth:`reconcile_chunk`
+        (as for :meth:`transition`); it needs ``step`` as the ``Step`` last
+        received, at ``expected_version``: the counts the deltas advance."""
+        if reconcile and not (isinstance(step, Step) and step.version == expected_version):
+            raise ValueError("reconcile=True needs the Step at expected_version")
+
+        def send() -> Step:
+            _, document = self._post(
+                f"steps/{_id(step)}/checkpoint",
+                {
+                    "expected_version": expected_version,
+                    "counts": _counts(counts),
+                    "checkpoint": _envelope(checkpoint),
+                    "context": _envelope(context),
+                },
+            )
+            return Step.from_json(document)
+
+        def reread() -> Reconciliation[Step]:
+            assert isinstance(step, Step)
+            found = self.reconcile_chunk(step, counts, checkpoint, context)
+            return Reconciliation(found.outcome, found.current.step)
+
+        return settle(send, expected_version, reread if reconcile else None)
 
     def checkpoint(self, step: Ref) -> StepState:
         """The step with its latest checkpoint and context."""

@@ -1,0 +1,228 @@
+"""Reconciling a mutation whose commit outcome is unknown (stdlib only, no Django).
+
+``CommitOutcomeUnknown`` means the request reached the repository but its answer
+was lost: the write may or may not have committed. The rule, for a
+compare-and-swap that expected ``expected_version``:
+
+1. Re-read the row (retrying the read while the repository is ``Unavailable``,
+   a bounded number of times; then give up with ``Unavailable``).
+2. ``version == expected_version + 1`` and the row is in the state the write
+   produces (a transition: the target status, and its failure when one was
+   sent; a chunk commit: status and exit code unchanged, counts advanced by
+   exactly the chunk's deltas, the checkpoint and context sent stored) ⇒
+   **applied**: carry on from the row read.
+3. ``version == expected_version`` ⇒ **not applied** (every committed
+   mutation bumps the version): safe to send the same request again, once,
+   with the same expected version.
+4. Anything else ⇒ **superseded**: someone else wrote; never retry blindly —
+   re-plan from the row read, as after ``StaleVersion``.
+
+Every mutation bumps the version by one, so "applied" cannot be confused with
+a later write; it can only be confused with an identical write by someone
+else, which leaves the row exactly as this one would have.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from oxide_batch.client.models import Execution, Step, StepState
+from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
+from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
+from oxide_batch.domain.status import BatchStatus
+
+T = TypeVar("T")
+
+REREAD_ATTEMPTS = 5
+REREAD_FIRST_PAUSE = 0.25  # seconds, doubled after each Unavailable
+REREAD_MAX_PAUSE = 2.0
+
+
+class Outcome(enum.StrEnum):
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
+    SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True)
+class Reconciliation(Generic[T]):
+    """What a re-read after ``CommitOutcomeUnknown`` showed, and the row it read."""
+
+    outcome: Outcome
+    current: T
+
+
+class Superseded(Exception):
+    """After an unknown commit outcome the row is neither as this write left it
+    nor untouched: someone else wrote. Re-plan from ``current`` (the execution
+    or step read), as after ``StaleVersion``; never send the write again."""
+
+    def __init__(self, expected_version: int, current: Any) -> None:
+        super().__init__(
+            f"sent at version {expected_version}; the row is now at version "
+            f"{getattr(current, 'version', '?')} in a state this write does not produce"
+        )
+        self.expected_version = expected_version
+        self.current = current
+
+
+def _outcome(version: int, expected_version: int, produced: bool) -> Outcome:
+    if version == expected_version:
+        return Outcome.NOT_APPLIED
+    if version == expected_version + 1 and produced:
+        return Outcome.APPLIED
+    return Outcome.SUPERSEDED
+
+
+def transition_outcome(
+    current: Execution | Step,
+    expected_version: int,
+    status: BatchStatus,
+    failure: FailureSummary | None = None,
+) -> Outcome:
+    """The rule for a transition to ``status`` (with ``failure``, if one was sent)."""
+    produced = current.status is status and (failure is None or current.failure == failure)
+    return _outcome(current.version, expected_version, produced)
+
+
+def chunk_outcome(
+    current: StepState,
+    before: Step,
+    counts: ExecutionCounts,
+    checkpoint: StateEnvelope | None = None,
+    context: StateEnvelope | None = None,
+) -> Outcome:
+    """The rule for a chunk commit sent at ``before.version`` with deltas
+    ``counts``: a chunk commit changes neither status nor exit code; an envelope
+    not sent is not compared (the commit keeps it). A chunk with no deltas and
+    no envelopes cannot be told from another status-preserving write."""
+    step = current.step
+    produced = (
+        (step.status, step.exit_code) == (before.status, before.exit_code)
+        and step.counts == before.counts.plus(counts)
+        and (checkpoint is None or current.checkpoint == checkpoint)
+        and (context is None or current.context == context)
+    )
+    return _outcome(step.version, before.version, produced)
+
+
+def reread(
+    read: Callable[[], T],
+    *,
+    attempts: int = REREAD_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``read()``, again after each ``Unavailable`` (pausing 0.25 s, doubling up
+    to 2 s), at most ``attempts`` times; the last ``Unavailable`` propagates."""
+    pause = REREAD_FIRST_PAUSE
+    for _ in range(attempts - 1):
+        try:
+            return read()
+        except Unavailable:
+            sleep(pause)
+            pause = min(pause * 2, REREAD_MAX_PAUSE)
+    return read()
+
+
+def settle(
+    send: Callable[[], T],
+    expected_version: int,
+    reconcile: Callable[[], Reconciliation[T]] | None,
+) -> T:
+    """``send()``; on ``CommitOutcomeUnknown`` (when ``reconcile`` is given) apply
+    the rule: applied → the row read; not applied → ``send()`` once more (a
+    second unknown outcome propagates); superseded → ``Superseded``."""
+    try:
+        return send()
+    except CommitOutcomeUnknown:
+        if reconcile is None:
+            raise
+    found = reconcile()
+    if found.outcome is Outcome.APPLIED:
+        return found.current
+    if found.outcome is Outcome.NOT_APPLIED:
+        return send()
+    raise Superseded(expected_version, found.current)
+
+
+class _Reads(Protocol):
+    reread_attempts: int
+
+    def execution(self, execution_id: int) -> Execution: ...
+    def step(self, step_id: int) -> Step: ...
+    def checkpoint(self, step: int | Step) -> StepState: ...
+
+
+class ReconcilingReads:
+    """The ``reconcile_*`` methods of :class:`~oxide_batch.client.RuntimeClient`."""
+
+    #: How many times a reconciling re-read is tried while ``Unavailable``.
+    reread_attempts = REREAD_ATTEMPTS
+
+    def reconcile_transition(
+        self: _Reads,
+        execution_id: int,
+        expected_version: int,
+        status: BatchStatus | str,
+        *,
+        failure: FailureSummary | None = None,
+    ) -> Reconciliation[Execution]:
+        """After ``CommitOutcomeUnknown`` on a transition: re-read the execution
+        (again while ``Unavailable``, bounded) and classify it — applied at
+        ``expected_version + 1`` in ``status``, not applied at ``expected_version``,
+        superseded otherwise."""
+        current = reread(lambda: self.execution(execution_id), attempts=self.reread_attempts)
+        outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
+        return Reconciliation(outcome, current)
+
+    def reconcile_step_transition(
+        self: _Reads,
+        step_id: int,
+        expected_version: int,
+        status: BatchStatus | str,
+        *,
+        failure: FailureSummary | None = None,
+    ) -> Reconciliation[Step]:
+        """:meth:`reconcile_transition` for a step."""
+        current = reread(lambda: self.step(step_id), attempts=self.reread_attempts)
+        outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
+        return Reconciliation(outcome, current)
+
+    def reconcile_chunk(
+        self: _Reads,
+        step: Step,
+        counts: ExecutionCounts | Mapping[str, int] | None = None,
+        checkpoint: StateEnvelope | Mapping[str, Any] | None = None,
+        context: StateEnvelope | Mapping[str, Any] | None = None,
+    ) -> Reconciliation[StepState]:
+        """After ``CommitOutcomeUnknown`` on a chunk commit sent at ``step.version``
+        (``step`` as last received): re-read the step's state (again while
+        ``Unavailable``, bounded) and classify it — applied at ``step.version + 1``
+        with ``step.counts`` advanced by ``counts`` and the envelopes sent stored,
+        not applied at ``step.version``, superseded otherwise."""
+        current = reread(lambda: self.checkpoint(step.id), attempts=self.reread_attempts)
+        outcome = chunk_outcome(
+            current,
+            step,
+            _deltas(counts),
+            _state(checkpoint, EnvelopeKind.CHECKPOINT),
+            _state(context, EnvelopeKind.CONTEXT),
+        )
+        return Reconciliation(outcome, current)
+
+
+def _deltas(counts: ExecutionCounts | Mapping[str, int] | None) -> ExecutionCounts:
+    if isinstance(counts, ExecutionCounts):
+        return counts
+    return ExecutionCounts(**dict(counts or {}))
+
+
+def _state(value: StateEnvelope | Mapping[str, Any] | None, kind: EnvelopeKind) -> Any:
+    if value is None or isinstance(value, StateEnvelope):
+        return value
+    return StateEnvelope.from_json(dict(value), kind=kind)
