@@ -202,7 +202,20 @@ class UnitOfWorkBase:
         assert self._atomic is not None
         self._state = _State.ROLLED_BACK
         transaction.set_rollback(True, using=self._using)
-        self._atomic.__exit__(exc_type, exc, traceback)
+        try:
+            self._atomic.__exit__(exc_type, exc, traceback)
+        except DatabaseError as error:
+            # The connection died (e.g. a database restart): the ROLLBACK failed,
+            # Django dropped the connection and then failed to reconnect to restore
+            # autocommit. The server discards the transaction by itself; the error
+            # already on its way (or the recorded fault) is what the caller must
+            # see, not the reconnect's raw OperationalError.
+            if exc is not None or self._fault is not None:
+                return
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
 
     def _observe(
         self,
@@ -476,7 +489,7 @@ class UnitOfWorkBase:
         if conflict_fields:
             target = "(" + ", ".join(quote(column(name).column) for name in conflict_fields) + ") "
         sql = (
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "  # nosec B608 # quoted model identifiers
             f"VALUES ({', '.join(['%s'] * len(columns))}) "
             f"ON CONFLICT {target}DO NOTHING RETURNING {quote(column(meta.pk.name).column)}"
         )

@@ -53,6 +53,7 @@ from oxide_batch.domain.errors import (
     UnsupportedManifestVersion,
 )
 from oxide_batch.domain.names import OperatorStringKind
+from oxide_batch.repository.faults import translate
 from oxide_batch.services.audit import Actor, validate_operation_id
 
 
@@ -117,7 +118,8 @@ def error_document(error: BaseException) -> dict[str, Any]:
         return {"code": error.code, "message": error.message, "details": error.details()}
     if isinstance(error, CommandFailed):
         return {"code": error.code, "message": error.message, "details": {}}
-    return {"code": "database_error", "message": str(error), "details": {}}
+    # One line: a driver's message may span several (a traceback-like wall).
+    return {"code": "database_error", "message": " ".join(str(error).split()), "details": {}}
 
 
 # -- terminals (module functions so tests can stand in for a person) -----------------
@@ -238,6 +240,10 @@ class OxideCommand(BaseCommand):
         try:
             document = self.run(**options)
         except (OxideBatchError, CommandFailed, DatabaseError) as error:
+            if isinstance(error, DatabaseError):
+                # A read outside the repository (a selector) meets the same faults:
+                # a database that is down is exit 7 ``unavailable``, not exit 1.
+                error = translate(error) or error
             code = exit_code_for(error)
             if self.json_output:
                 self.stdout.write(json.dumps(self._failure(error, code)))
