@@ -37,8 +37,12 @@ def repo(clock: FixedClock) -> DjangoJobRepository:
 def _schema_version_row(request: pytest.FixtureRequest) -> None:
     """Transactional tests flush every table, the migrations' schema-version row
     included; put it back so the next test sees a migrated database."""
+    database_fixtures = {"db", "transactional_db", "live_server"} & set(request.fixturenames)
     if request.node.get_closest_marker("django_db") is None:
-        return
+        if not database_fixtures:
+            return
+        # Asked for by fixture, not marker: set the database up first.
+        request.getfixturevalue(sorted(database_fixtures)[-1])
     from oxide_batch.models import SchemaVersion
     from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 
