@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,66 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: not an integer: {value!r}") from None
+
+
 DEBUG = _env_bool("DEBUG", False)
-# The fallback key only suits a local, DEBUG-free demo; production sets SECRET_KEY.
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-local-only-oxide-batch-key-change-me")
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+# -- Production (README "Production settings"). One switch says the site is
+# served over HTTPS only, to others: it turns every HTTPS setting on (each can
+# still be overridden by its own variable) and refuses the placeholder key, so
+# `manage.py check --deploy --fail-level WARNING` passes. Without it, the local
+# demo (scripts/run, plain HTTP) works with nothing set.
+OXIDE_BATCH_HTTPS = _env_bool("OXIDE_BATCH_HTTPS", False)
+PLACEHOLDER_SECRET_KEY = "insecure-local-only-oxide-batch-key-change-me"  # nosec B105 # refused with OXIDE_BATCH_HTTPS
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "").strip()
+    if key and key != PLACEHOLDER_SECRET_KEY:
+        return key
+    if OXIDE_BATCH_HTTPS:
+        raise ImproperlyConfigured(
+            "SECRET_KEY: set a long random value (OXIDE_BATCH_HTTPS is on, so the "
+            "local-only placeholder is refused)"
+        )
+    return PLACEHOLDER_SECRET_KEY
+
+
+def _proxy_ssl_header() -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` (meaning ``X-Forwarded-Proto: https``) or
+    ``Header=value``: the header the TLS-terminating proxy sets (and strips from
+    clients) on a request that reached it over HTTPS."""
+    text = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+    if not text:
+        return None
+    name, _, value = text.partition("=")
+    name, value = name.strip(), value.strip() or "https"
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER: not a header name: {name!r}")
+    meta = name.upper().replace("-", "_")
+    return (meta if meta.startswith("HTTP_") else f"HTTP_{meta}", value)
+
+
+SECRET_KEY = _secret_key()
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", OXIDE_BATCH_HTTPS)
+# Probes and the scraper may call the process directly over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31_536_000 if OXIDE_BATCH_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", OXIDE_BATCH_HTTPS)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", OXIDE_BATCH_HTTPS)
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", OXIDE_BATCH_HTTPS)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", OXIDE_BATCH_HTTPS)
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header()
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -150,6 +207,37 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+
+def _operator_throttle_rate() -> str | None:
+    """Operator actions per user: ``N/s``, ``N/min``, ``N/hour`` or ``N/day``
+    (DRF's notation); ``off`` turns the throttle off."""
+    text = os.environ.get("OXIDE_BATCH_OPERATOR_THROTTLE_RATE", "60/min").strip()
+    if text.lower() in {"", "off", "none"}:
+        return None
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", text):
+        raise ImproperlyConfigured(
+            f"OXIDE_BATCH_OPERATOR_THROTTLE_RATE: expected N/min (or N/s, N/hour, N/day, off), "
+            f"got {text!r}"
+        )
+    return text
+
+
+# The operator API's throttle (oxide_batch.api.throttling), read per request.
+OXIDE_BATCH_OPERATOR_THROTTLE_RATE = _operator_throttle_rate()
+
+# "throttle" is a table of the database (created by a migration), so every
+# gunicorn worker and every host on the same database shares one count; a
+# per-process cache would multiply the allowance by the number of processes.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "ob_throttle_cache",
+        # Expired entries are culled first; above this, a third of the rest.
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
 }
 
 SPECTACULAR_SETTINGS = {

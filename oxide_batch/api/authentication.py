@@ -42,7 +42,7 @@ def _held_sql(vendor: str) -> str:
     content_type = quote(ContentType._meta.db_table)
     placeholders = ", ".join(["%s"] * len(CODENAMES))
     return (
-        f"SELECT p.{quote('codename')} FROM {permission} p "
+        f"SELECT p.{quote('codename')} FROM {permission} p "  # nosec B608 # quoted model tables; values bound
         f"JOIN {content_type} ct ON ct.{quote('id')} = p.{quote('content_type_id')} "
         f"WHERE ct.{quote('app_label')} = %s AND p.{quote('codename')} IN ({placeholders}) "
         f"AND (p.{quote('id')} IN (SELECT up.{quote('permission_id')} "

@@ -34,6 +34,7 @@ from oxide_batch.api.pagination import KeysetPagination
 from oxide_batch.api.permissions import BatchPermission, may_see_payloads
 from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.api.schema import BodySchema, endpoint
+from oxide_batch.api.throttling import THROTTLED, OperatorRateThrottle
 from oxide_batch.domain.errors import (
     IdentifierOutOfRange,
     JobExecutionNotFound,
@@ -74,6 +75,8 @@ class BatchView(APIView):
     """Base of every batch endpoint: per-method permissions, path ids checked."""
 
     permission_classes = [BatchPermission]
+    # Counts only the methods that need operate_batch (oxide_batch.api.throttling).
+    throttle_classes = [OperatorRateThrottle]
     metadata_class = None
     required_permissions: ClassVar[Mapping[str, str]] = {}
 
@@ -1031,6 +1034,7 @@ class RecoverView(BatchView):
                 "invalid_transition_time",
                 "version_exhausted",
             ),
+            **THROTTLED,
         },
         body=True,
         path_ids=True,
@@ -1076,6 +1080,7 @@ class StopView(BatchView):
                 "operation_id_conflict",
                 "concurrent_modification",
             ),
+            **THROTTLED,
         },
         body=True,
         path_ids=True,
@@ -1114,6 +1119,7 @@ class AbandonView(BatchView):
                 "concurrent_modification",
                 "version_exhausted",
             ),
+            **THROTTLED,
         },
         body=True,
         path_ids=True,
@@ -1147,6 +1153,7 @@ class HoldView(BatchView):
         errors={
             404: ("job_instance_not_found",),
             409: ("operation_id_conflict", "concurrent_modification"),
+            **THROTTLED,
         },
         body=True,
         path_ids=True,
@@ -1169,6 +1176,7 @@ class HoldView(BatchView):
         errors={
             404: ("job_instance_not_found",),
             409: ("operation_id_conflict", "concurrent_modification"),
+            **THROTTLED,
         },
         body=True,
         path_ids=True,
@@ -1197,6 +1205,7 @@ class PurgeSurveyView(BatchView):
         permission=OPERATE_BATCH,
         request=s.SurveyInput,
         ok={200: s.PurgePlanOutput},
+        errors=THROTTLED,
         body=True,
         tags=["retention"],
     )
@@ -1229,6 +1238,7 @@ class PurgeApplyView(BatchView):
         ok={200: s.PurgeApplyResponseOutput},
         errors={
             409: ("retention_plan_stale", "operation_id_conflict", "concurrent_modification"),
+            **THROTTLED,
         },
         body=True,
         tags=["retention"],

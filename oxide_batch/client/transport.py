@@ -27,6 +27,9 @@ class ApiTransport:
     """One server's API, authenticated with a token."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
+        # urllib would also open file: and other schemes; the API is HTTP only.
+        if parse.urlsplit(base_url).scheme.lower() not in {"http", "https"}:
+            raise ValueError(f"the API's base URL must be http(s)://…, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -46,7 +49,7 @@ class ApiTransport:
         call = request.Request(url, data=data, method=method, headers=headers)
         mutating = method != "GET"
         try:
-            with request.urlopen(call, timeout=self.timeout) as response:
+            with request.urlopen(call, timeout=self.timeout) as response:  # nosec B310 # http(s) only, checked in __init__
                 status = response.status
                 payload = response.read()
         except urlerror.HTTPError as answer:

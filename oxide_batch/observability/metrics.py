@@ -296,7 +296,7 @@ class ExecutionGauges(Collector):
         statuses = [status.value for status in BatchStatus]
         quote = connections[using].ops.quote_name
         bounded = " ".join(
-            f"(SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE status = %s "
+            f"(SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE status = %s "  # nosec B608 # quoted table, int cap
             f"LIMIT {cap}) AS s{index}){',' if index < len(statuses) - 1 else ''}"
             for index, _ in enumerate(statuses)
         )

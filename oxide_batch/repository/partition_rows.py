@@ -175,7 +175,7 @@ def insert_partitions(connection: Any, rows: list[Row]) -> dict[int, int]:
         for name, target in zip(INSERT_COLUMNS, targets, strict=True)
     ]
     sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) "
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) "  # nosec B608 # quoted model identifiers
         f"VALUES {', '.join([placeholders] * len(rows))} "
         f"RETURNING {quote('id')}, {quote('ordinal')}"
     )

@@ -279,7 +279,7 @@ class RetentionOperations(UnitOfWorkBase):
         where, params = self._in("job_instance_id", ids)
         cutoff = self._connection.ops.adapt_datetimefield_value(criteria.cutoff)
         rows = self._fetch(
-            "SELECT job_instance_id, id, version, status, "
+            "SELECT job_instance_id, id, version, status, "  # nosec B608 # quoted table; ids bound
             "CASE WHEN ended_at IS NOT NULL AND ended_at < %s THEN 1 ELSE 0 END "
             f"FROM {table} WHERE {where} ORDER BY job_instance_id, id",
             [cutoff, *params],
@@ -297,7 +297,7 @@ class RetentionOperations(UnitOfWorkBase):
         where, params = self._in("job_instance_id", ids)
         tables = [models.FlowDecision, models.StepPartition, models.StepExecution]
         selects = ", ".join(
-            f"(SELECT COUNT(*) FROM {quote(model._meta.db_table)} WHERE {where})"
+            f"(SELECT COUNT(*) FROM {quote(model._meta.db_table)} WHERE {where})"  # nosec B608 # quoted; ids bound
             for model in tables
         )
         ((flow, partitions, steps),) = self._fetch(f"SELECT {selects}", params * len(tables))
@@ -359,7 +359,7 @@ class RetentionOperations(UnitOfWorkBase):
         where, params = self._in("id", ids)
         lock = " FOR UPDATE" if self._connection.features.has_select_for_update else ""
         instances = self._fetch(
-            "SELECT id, job_name, CASE WHEN hold_placed_at IS NULL THEN 0 ELSE 1 END "
+            "SELECT id, job_name, CASE WHEN hold_placed_at IS NULL THEN 0 ELSE 1 END "  # nosec B608 # ids bound
             f"FROM {table} WHERE {where} ORDER BY id{lock}",
             params,
         )
@@ -376,7 +376,7 @@ class RetentionOperations(UnitOfWorkBase):
         table = self._connection.ops.quote_name(model._meta.db_table)
         where, params = self._in(column, ids)
         with self._connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {table} WHERE {where}", params)
+            cursor.execute(f"DELETE FROM {table} WHERE {where}", params)  # nosec B608 # quoted; ids bound
             return int(cursor.rowcount)
 
     # -- audit pruning ---------------------------------------------------------

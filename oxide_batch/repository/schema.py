@@ -8,6 +8,7 @@ from oxide_batch.domain.errors import MigrationRequired, NewerSchema, SchemaUnin
 
 SUPPORTED_SCHEMA_VERSION = 3
 SCHEMA_VERSION_TABLE = "ob_schema_version"
+SELECT_VERSION = "SELECT version FROM ob_schema_version WHERE id = 1"
 
 
 def read_schema_version(using: str = "default") -> int | None:
@@ -19,7 +20,7 @@ def read_schema_version(using: str = "default") -> int | None:
     with connection.cursor() as cursor:
         if SCHEMA_VERSION_TABLE not in connection.introspection.table_names(cursor):
             return None
-        cursor.execute(f"SELECT version FROM {SCHEMA_VERSION_TABLE} WHERE id = 1")
+        cursor.execute(SELECT_VERSION)
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 

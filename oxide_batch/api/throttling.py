@@ -1,0 +1,63 @@
+"""The operator throttle: at most ``OXIDE_BATCH_OPERATOR_THROTTLE_RATE`` operator
+actions per user (default ``60/min``), counted in a cache every process shares.
+
+It applies to every method whose view requires ``operate_batch`` (stop, abandon,
+recover, hold and release, purge survey and apply) — never to runtimes' or
+readers' requests, so a busy runtime is not slowed and a new operator endpoint
+is covered without being listed here. Authorization runs first (DRF checks
+permissions before throttles): a refused caller spends no allowance and sees
+401/403, not 429. Past the rate the answer is 429 ``throttled`` with
+``Retry-After`` (oxide_batch.api.errors).
+
+The count lives in the ``throttle`` cache (Django's DatabaseCache, a table of
+the database): one count for every gunicorn worker and every host. DRF's
+read-then-write of the history is not atomic, so requests of one user racing
+each other may both be admitted — a bound on a person's or a script's pace, not
+an exact quota. Hosts should keep their clocks in sync (NTP): each stamps the
+shared history with its own time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import caches
+from rest_framework.request import Request
+from rest_framework.throttling import UserRateThrottle
+
+from oxide_batch.api.roles import OPERATE_BATCH
+
+THROTTLE_CACHE = "throttle"
+THROTTLED_CODE = "throttled"
+# The documented problem of a throttled operation (merged into its errors).
+THROTTLED: Mapping[int, tuple[str, ...]] = {429: (THROTTLED_CODE,)}
+
+
+def requires_operate(request: Request, view: Any) -> bool:
+    """Whether the view's method needs ``operate_batch`` (HEAD follows GET)."""
+    table: Mapping[str, str] = getattr(view, "required_permissions", {})
+    method = "GET" if request.method == "HEAD" else str(request.method)
+    return table.get(method) == OPERATE_BATCH
+
+
+class OperatorRateThrottle(UserRateThrottle):
+    """Per user, one allowance across every operator endpoint (scope ``operator``)."""
+
+    scope = "operator"
+
+    def __init__(self) -> None:
+        # Resolved per request, not at import: tests and deployments may swap caches.
+        self.cache = caches[THROTTLE_CACHE]
+        super().__init__()
+
+    def get_rate(self) -> str | None:
+        # Read per request (DRF's THROTTLE_RATES is frozen at import).
+        rate: str | None = getattr(settings, "OXIDE_BATCH_OPERATOR_THROTTLE_RATE", None)
+        return rate
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if not requires_operate(request, view):
+            return True
+        return bool(super().allow_request(request, view))
