@@ -8,6 +8,7 @@ a number that is not an integer where an integer is expected → 400).
 from __future__ import annotations
 
 import enum
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,10 +93,13 @@ class EnumField(serializers.ChoiceField):
 
 
 class DigestField(serializers.RegexField):
-    """A SHA-256 digest: 64 lowercase hex characters."""
+    """A SHA-256 digest: 64 lowercase hex characters, nothing around them."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 64)
+        # DRF trims with str.strip, which also eats U+001C–U+001F and U+0085:
+        # a digest with a trailing control character would pass as the digest.
+        kwargs.setdefault("trim_whitespace", False)
         super().__init__(r"^[0-9a-f]{64}\Z", **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
@@ -120,6 +124,13 @@ class JSONObjectField(serializers.JSONField):
         return data
 
 
+# RFC 3339 ``date-time``, checked before ``datetime.fromisoformat``, which (CPython
+# 3.11) stops reading at a NUL: "2025-12-31T22:00:00Z\x00anything" would parse.
+RFC3339_INSTANT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
 @extend_schema_field(OpenApiTypes.DATETIME)
 class InstantInputField(serializers.Field):  # type: ignore[type-arg]
     """An RFC 3339 instant as a JSON string with an offset (``Z`` or ``±hh:mm``),
@@ -128,7 +139,7 @@ class InstantInputField(serializers.Field):  # type: ignore[type-arg]
     default_error_messages = {"invalid": "expected an RFC 3339 instant with an offset"}
 
     def to_internal_value(self, data: Any) -> datetime:
-        if not isinstance(data, str) or len(data) > 64:
+        if not isinstance(data, str) or RFC3339_INSTANT.fullmatch(data) is None:
             self.fail("invalid")
         try:
             value = datetime.fromisoformat(data)

@@ -27,6 +27,7 @@ from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import (
     NameKind,
     OperatorStringKind,
+    is_control,
     validate_name,
     validate_operator_string,
 )
@@ -57,6 +58,10 @@ class InstantFormField(IsoDateTimeField):  # type: ignore[misc]
     """An RFC 3339 / ISO 8601 instant, converted to UTC (out of range → invalid)."""
 
     def to_python(self, value: Any) -> datetime | None:
+        # Django's parse_datetime tries datetime.fromisoformat first, which
+        # (CPython 3.11) stops at a NUL: "…Z\x00anything" would parse.
+        if isinstance(value, str) and any(is_control(character) for character in value):
+            raise DjangoValidationError("not a valid instant", code="invalid")
         try:
             result = super().to_python(value)
             return None if result is None else result.astimezone(UTC)

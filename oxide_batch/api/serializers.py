@@ -21,8 +21,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
-from oxide_batch.api.errors import at
+from oxide_batch.api.errors import at, flatten_validation
 from oxide_batch.api.fields import (
+    MAX_BIGINT,
     DigestField,
     EnumField,
     IdField,
@@ -63,6 +64,7 @@ from oxide_batch.domain.retention import (
     DEFAULT_PURGE_STATUSES,
     MAX_BATCH_BOUND,
     BatchBoundOutOfRange,
+    MalformedPurgePlan,
     PurgeCounts,
     PurgePlan,
     RetentionAction,
@@ -1092,9 +1094,52 @@ class PurgePlanOutput(Output):
     plan_digest = serializers.CharField()
 
 
+class PlanExecutionInput(Input):
+    id = IdField(min_value=1, max_value=MAX_BIGINT)
+    version = StrictIntegerField()
+
+
+class PlanCandidateInput(Input):
+    instance_id = IdField(min_value=1, max_value=MAX_BIGINT)
+    executions = PlanExecutionInput(many=True)
+
+
+class PlanCountsInput(Input):
+    flow_decisions = StrictIntegerField()
+    step_partitions = StrictIntegerField()
+    step_executions = StrictIntegerField()
+    job_executions = StrictIntegerField()
+    job_instances = StrictIntegerField()
+
+
+class PlanDocumentInput(Input):
+    """The JSON shape of a surveyed plan handed back (exact types, 64-bit
+    integers, an RFC 3339 cutoff): what the survey answers, and nothing else."""
+
+    cutoff = InstantInputField()
+    job_name = StrictCharField(allow_null=True)
+    statuses = serializers.ListField(child=EnumField(BatchStatus), max_length=8)
+    bound = StrictIntegerField()
+    candidates = PlanCandidateInput(many=True)
+    counts = PlanCountsInput()
+    held_excluded = StrictIntegerField()
+    plan_digest = DigestField()
+
+
+def check_plan_shape(document: Any) -> None:
+    """``MalformedPurgePlan`` unless ``document`` has a surveyed plan's exact JSON
+    shape. The domain's parser takes ``datetime.fromisoformat``'s word for the
+    cutoff (which stops reading at a NUL) and never range-checks the informative
+    counts, so the shape is checked here first."""
+    shape = PlanDocumentInput(data=document)
+    if not shape.is_valid():
+        where, (first, *_) = next(iter(flatten_validation(shape.errors).items()))
+        raise MalformedPurgePlan(reason=f"{where}: {first['message']}")
+
+
 @extend_schema_field(PurgePlanOutput())
 class PlanDocumentField(JSONObjectField):
-    """A purge plan as the survey answered it (checked by the domain)."""
+    """A purge plan as the survey answered it (shape: :func:`check_plan_shape`)."""
 
 
 class PurgeApplyInput(Input):
@@ -1108,6 +1153,7 @@ class PurgeApplyInput(Input):
     def to_domain(self) -> tuple[PurgePlan, str, str]:
         data = self.validated_data
         with at("plan"):
+            check_plan_shape(data["plan"])
             plan = PurgePlan.from_json(data["plan"])
         reason_code = data.get("reason_code", DEFAULT_PURGE_REASON)
         return (
