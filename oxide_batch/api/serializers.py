@@ -1007,13 +1007,17 @@ class OperatorResponseOutput(Output):
     replayed = serializers.BooleanField(help_text="true when the recorded outcome is answered.")
     changed = serializers.BooleanField(help_text="false for a no-op (nothing to change).")
     operation_id = serializers.CharField()
-    execution = ExecutionOutput()
+    execution = ExecutionOutput(
+        allow_null=True,
+        help_text="The execution as it is now; null only in a replay after it was purged.",
+    )
     record = OperatorRecordOutput()
 
 
 class RecoverResponseOutput(OperatorResponseOutput):
     decision = RecoveryDecisionOutput(
-        allow_null=True, help_text="The recovery decision (null only once audit-pruned)."
+        allow_null=True,
+        help_text="The recovery decision (null once audit-pruned, or its execution purged).",
     )
 
 
@@ -1197,7 +1201,7 @@ class RetentionRecordPageOutput(PageOutput):
 
 
 def operator_data(
-    result: OperatorResult, execution: ExecutionRecord, *, recover: bool = False
+    result: OperatorResult, execution: ExecutionRecord | None, *, recover: bool = False
 ) -> dict[str, Any]:
     """An operator service's result as the endpoint answers it (``recover``: with
     the recovery decision)."""

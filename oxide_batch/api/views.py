@@ -48,6 +48,7 @@ from oxide_batch.domain.retention import RetentionAction
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.port import JobRepository
 from oxide_batch.services.audit import Actor
+from oxide_batch.services.operator import OperatorResult
 
 K = IdentifierKind
 READ = {"GET": VIEW_BATCH}
@@ -1053,8 +1054,13 @@ class RecoverView(BatchView):
             failure_category=command.failure_category,
             failure_id=command.failure_id,
         )
-        record = selectors.with_extras(result.execution)
-        return Response(s.operator_data(result, record, recover=True))
+        return Response(s.operator_data(result, _current(result), recover=True))
+
+
+def _current(result: OperatorResult) -> selectors.ExecutionRecord | None:
+    """The execution an operator result names, as the API shows it (``None``: a
+    replay after the execution was purged)."""
+    return None if result.execution is None else selectors.with_extras(result.execution)
 
 
 class StopView(BatchView):
@@ -1094,7 +1100,7 @@ class StopView(BatchView):
             actor=actor_of(request),
             operation_id=operation_id,
         )
-        return Response(s.operator_data(result, selectors.with_extras(result.execution)))
+        return Response(s.operator_data(result, _current(result)))
 
 
 class AbandonView(BatchView):
@@ -1134,7 +1140,7 @@ class AbandonView(BatchView):
             actor=actor_of(request),
             operation_id=operation_id,
         )
-        return Response(s.operator_data(result, selectors.with_extras(result.execution)))
+        return Response(s.operator_data(result, _current(result)))
 
 
 class HoldView(BatchView):

@@ -295,7 +295,8 @@ class OperatorOutcome:
     replayed: bool
     changed: bool
     operation_id: str
-    execution: Execution
+    # None only in a replay after the execution was purged.
+    execution: Execution | None
     record: Mapping[str, Any]
     decision: Mapping[str, Any] | None = None
 
@@ -306,7 +307,7 @@ class OperatorOutcome:
             bool(document["replayed"]),
             bool(document["changed"]),
             document["operation_id"],
-            Execution.from_json(document["execution"]),
+            None if document["execution"] is None else Execution.from_json(document["execution"]),
             dict(document["record"]),
             document.get("decision"),
         )

@@ -24,6 +24,7 @@ from oxide_batch.domain.errors import (
     ConcurrentModification,
     InvalidCharacters,
     InvalidState,
+    JobExecutionNotFound,
     LifecycleError,
     MigrationRequired,
     NewerSchema,
@@ -94,7 +95,8 @@ class OperatorResult:
     outcome: Outcome
     changed: bool
     operation_id: str
-    execution: JobExecution
+    # ``None`` only in a replay after the execution was purged.
+    execution: JobExecution | None
     record: OperatorRecord
     decision: RecoveryDecision | None = None
 
@@ -348,10 +350,15 @@ class OperatorService:
                 error = rebuild_error(record.rejection_code, record.rejection_details or {})
                 error.replayed = True  # type: ignore[attr-defined]
                 raise error
-            execution = uow.get_job_execution(request.execution_id)
+            # The audit row outlives what it describes: after a purge the replay
+            # still answers the recorded outcome, without the execution.
+            try:
+                execution: JobExecution | None = uow.get_job_execution(request.execution_id)
+            except JobExecutionNotFound:
+                execution = None
             decision = (
                 uow.recovery_decision(request.execution_id)
-                if request.action is OperatorAction.RECOVER
+                if execution is not None and request.action is OperatorAction.RECOVER
                 else None
             )
         return OperatorResult(

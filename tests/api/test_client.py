@@ -194,6 +194,7 @@ def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_serv
     execution = client.start(execution)
     stopped = operator.stop(execution, execution.version, operation_id="stop-1")
     assert (stopped.outcome, stopped.changed) == ("APPLIED", True)
+    assert stopped.execution is not None
     assert stopped.execution.stop_requested is True
     assert stopped.record["action"] == "STOP"
     with pytest.raises(StaleVersion):
@@ -210,6 +211,7 @@ def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_serv
     abandoned = operator.abandon(
         failed, failed.version, reason_code="BAD_INPUT", operation_id="ab-2"
     )
+    assert abandoned.execution is not None
     assert abandoned.execution.status is S.ABANDONED
     assert operator.execution(execution.id).status is S.ABANDONED
     # A runtime's token is no operator's.

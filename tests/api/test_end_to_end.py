@@ -100,6 +100,7 @@ def test_an_unknown_commit_is_recovered_and_the_restart_resumes(
     )
     assert (outcome.outcome, outcome.replayed, outcome.changed) == ("APPLIED", False, True)
     failed = outcome.execution
+    assert failed is not None
     assert failed.status is S.FAILED
     assert failed.failure is not None
     assert failed.failure.category is FailureCategory.UNKNOWN_COMMIT

@@ -291,3 +291,22 @@ def test_apply_input_errors(operator: Runtime, fixed: FixedClock) -> None:
         young = operator.post("purge/survey", {"ended_before": "2026-01-01T01:30:00Z"}, 200)
     # The minimum age is checked again at apply (here: the setting went back to 1 h).
     field_error(apply(plan=young), "plan", "age_bound_too_small")
+
+
+def test_an_operator_replay_after_the_purge_answers_the_recorded_outcome(
+    rt: Runtime, operator: Runtime, fixed: FixedClock
+) -> None:
+    execution = rt.started("import_job", run="replayed")
+    stop = {"expected_version": execution["version"], "operation_id": "stop-before-purge"}
+    first = operator.post(f"executions/{execution['id']}/stop", stop, 200)
+    rt.move(first["execution"], "FAILED")
+    fixed.advance(timedelta(hours=2))
+    plan = operator.post("purge/survey", {"ended_before": CUTOFF}, 200)
+    operator.post("purge/apply", {"plan": plan, "operation_id": "purge-1"}, 200)
+    assert not models.JobExecution.objects.filter(pk=execution["id"]).exists()
+
+    again = operator.post(f"executions/{execution['id']}/stop", stop, 200)
+
+    assert (again["outcome"], again["replayed"], again["changed"]) == ("REPLAYED", True, True)
+    assert again["record"] == first["record"]
+    assert again["execution"] is None  # purged: the audit row still answers

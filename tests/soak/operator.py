@@ -290,7 +290,12 @@ class OperatorActor:
             return False
         if answer.outcome != APPLIED:
             self.ledger.anomaly(f"a new operation id {operation_id} answered {answer.outcome}")
-        if isinstance(answer, OperatorOutcome) and answer.changed and kind != "STOP":
+        if (
+            isinstance(answer, OperatorOutcome)
+            and answer.changed
+            and kind != "STOP"
+            and answer.execution is not None  # a new request always names its execution
+        ):
             # Recover and abandon move the execution (version + 1); a stop never does.
             self.ledger.mutated(EXECUTION, answer.execution.id, answer.execution.version)
         self.ledger.operator.append(OperatorEntry(audit, kind, operation_id, target, APPLIED))

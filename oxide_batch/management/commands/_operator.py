@@ -75,7 +75,8 @@ def result_json(result: OperatorResult) -> dict[str, Any]:
         "outcome": result.outcome.value,
         "changed": result.changed,
         "operation_id": result.operation_id,
-        "execution": execution_json(result.execution),
+        # None: a replay after the execution was purged.
+        "execution": None if result.execution is None else execution_json(result.execution),
         "record": {
             "id": record.id,
             "action": record.action.value,
