@@ -10,12 +10,13 @@ stops and abandons executions, places and releases holds, and reads the audit.
 It raises the repository's own typed errors (``StaleVersion``,
 ``ExecutionAlreadyActive``, …), rebuilt from the problem's ``code`` and fields,
 so a runtime can ``except StaleVersion`` whether it talks to the repository
-in process or over HTTP. After ``CommitOutcomeUnknown`` it re-reads before
-retrying: ``RuntimeClient.reconcile_*`` (or ``reconcile=True``) apply the rule
-of :mod:`oxide_batch.client.reconcile`.
+in process or over HTTP. An operator past the throttle gets ``Throttled``
+(``retry_after``: the seconds to wait). After ``CommitOutcomeUnknown`` it
+re-reads before retrying: ``RuntimeClient.reconcile_*`` (or ``reconcile=True``)
+apply the rule of :mod:`oxide_batch.client.reconcile`.
 """
 
-from oxide_batch.client.errors import ApiError, InvalidRequest, error_from_problem
+from oxide_batch.client.errors import ApiError, InvalidRequest, Throttled, error_from_problem
 from oxide_batch.client.models import (
     Control,
     Definition,
@@ -52,5 +53,6 @@ __all__ = [
     "Step",
     "StepState",
     "Superseded",
+    "Throttled",
     "error_from_problem",
 ]

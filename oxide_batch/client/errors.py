@@ -1,8 +1,12 @@
-"""Problems → the repository's typed errors."""
+"""Problems → the repository's typed errors, and the client's own
+(:class:`ApiError`, :class:`InvalidRequest`, :class:`Throttled`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from oxide_batch.client.wire import (
@@ -39,6 +43,42 @@ class InvalidRequest(ApiError):
         self.errors = {path: [dict(entry) for entry in found] for path, found in errors.items()}
 
 
+THROTTLED_STATUS = 429
+
+
+class Throttled(ApiError):
+    """429: the caller's allowance is spent (the operator throttle answers
+    ``throttled``; oxide_batch.api.throttling). Nothing was done: repeat the same
+    request, with the same operation id, after ``retry_after`` seconds — the
+    server's ``Retry-After`` (``None`` when it sent none, or an unreadable one)."""
+
+    def __init__(
+        self,
+        code: str,
+        detail: str,
+        problem: Mapping[str, Any],
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(THROTTLED_STATUS, code, detail, problem)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds from ``now``: delta-seconds or an
+    HTTP-date (a past date is 0); ``None`` when absent or unreadable."""
+    text = (value or "").strip()
+    if text.isascii() and text.isdigit():
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
 def _rebuild(code: str, fields: dict[str, Any]) -> OxideBatchError | None:
     if code not in error_classes():
         return None
@@ -54,10 +94,15 @@ def _rebuild(code: str, fields: dict[str, Any]) -> OxideBatchError | None:
         return None
 
 
-def error_from_problem(status: int, problem: Mapping[str, Any]) -> Exception:
-    """The exception a problem document stands for."""
+def error_from_problem(
+    status: int, problem: Mapping[str, Any], *, retry_after: float | None = None
+) -> Exception:
+    """The exception a problem document stands for (``retry_after``: the answer's
+    ``Retry-After`` in seconds, carried by :class:`Throttled`)."""
     code = str(problem.get("code", "unknown"))
     detail = str(problem.get("detail", ""))
+    if status == THROTTLED_STATUS:
+        return Throttled(code, detail, problem, retry_after)
     if code == INVALID_REQUEST:
         errors = problem.get("errors") or {}
         entries = [entry for found in errors.values() for entry in found]

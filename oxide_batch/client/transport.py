@@ -3,9 +3,13 @@ JSON bodies, problems raised as the repository's typed errors.
 
 Every call is one HTTP request. A problem answer raises the typed error it
 names (``StaleVersion``, ``ExecutionAlreadyActive``, …) or
-:class:`~oxide_batch.client.errors.ApiError`; a server that cannot be reached
-raises ``Unavailable``; a mutation whose answer was lost after it was sent
-raises ``CommitOutcomeUnknown`` (re-read before retrying, never repeat blindly).
+:class:`~oxide_batch.client.errors.ApiError`; a 429 (an operator past
+``OXIDE_BATCH_OPERATOR_THROTTLE_RATE``: ``throttled``) raises
+:class:`~oxide_batch.client.errors.Throttled`, whose ``retry_after`` is the
+answer's ``Retry-After`` in seconds — nothing was done, the same request may be
+sent again after it; a server that cannot be reached raises ``Unavailable``; a
+mutation whose answer was lost after it was sent raises ``CommitOutcomeUnknown``
+(re-read before retrying, never repeat blindly).
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ from typing import Any
 from urllib import error as urlerror
 from urllib import parse, request
 
-from oxide_batch.client.errors import ApiError, error_from_problem
+from oxide_batch.client.errors import (
+    THROTTLED_STATUS,
+    ApiError,
+    Throttled,
+    error_from_problem,
+    retry_after_seconds,
+)
 from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
 
 API_PREFIX = "/api/v1/"
@@ -54,7 +64,12 @@ class ApiTransport:
                 payload = response.read()
         except urlerror.HTTPError as answer:
             status, payload = answer.code, answer.read()
-            self._raise_problem(status, payload, mutating)
+            try:
+                self._raise_problem(status, payload, mutating)
+            except Throttled as throttled:
+                # The wait is a header, not a member of the problem document.
+                throttled.retry_after = retry_after_seconds(answer.headers.get("Retry-After"))
+                raise
         except urlerror.URLError as failure:
             # Nothing was answered: connect or send failed.
             raise Unavailable() from failure
@@ -73,6 +88,9 @@ class ApiTransport:
             document = None
         if isinstance(document, Mapping) and "code" in document:
             raise error_from_problem(status, document)
+        if status == THROTTLED_STATUS:
+            # Not the API's own answer (a proxy's rate limit): throttled all the same.
+            raise Throttled("throttled", f"HTTP {status}", {})
         if status >= 500:
             # Not the API's own answer (a proxy, a crash): outcome unknown for a mutation.
             raise CommitOutcomeUnknown() if mutating else Unavailable()

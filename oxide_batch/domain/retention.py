@@ -9,6 +9,7 @@ forged or edited plan can never purge what a survey would not have offered.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,15 @@ PURGE_KINDS = (
     "job_instances",
 )
 DEFAULT_PURGE_REASON = "SCHEDULED_PURGE"
+# The RFC 3339 ``date-time`` a plan's instants are written in (format_instant
+# writes ``2026-01-01T00:00:00.000Z``; any fraction of 1–9 digits and a numeric
+# offset are the same form, as the API's instant fields accept). Checked before
+# ``datetime.fromisoformat``, which is laxer: it takes a space or no separators,
+# no offset, and (CPython 3.11) stops reading at a NUL, so
+# "2025-12-31T22:00:00Z\x00anything" would parse.
+RFC3339_INSTANT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
 
 
 # --------------------------------------------------------------------------- errors
@@ -211,6 +221,18 @@ def format_instant(instant: datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
+def parse_instant(text: str, name: str = "cutoff") -> datetime:
+    """An RFC 3339 instant with an offset (:data:`RFC3339_INSTANT`), else
+    ``MalformedPurgePlan`` — control characters, junk before or after it, a
+    missing offset and impossible dates included."""
+    if RFC3339_INSTANT.fullmatch(text) is None:
+        raise MalformedPurgePlan(reason=f"{name} is not an RFC 3339 instant with an offset")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise MalformedPurgePlan(reason=f"{name} is not a valid instant") from None
+
+
 def _millis(instant: datetime) -> datetime:
     if instant.tzinfo is None:
         raise MalformedPurgePlan(reason="the cutoff must carry a time zone")
@@ -356,7 +378,7 @@ class PurgePlan:
         ``MalformedPurgePlan``; the digest is kept as given, so apply can tell
         an edited plan (``retention_plan_stale``)."""
         try:
-            cutoff = datetime.fromisoformat(_field(document, "cutoff", str))
+            cutoff = parse_instant(_field(document, "cutoff", str))
             criteria = PurgeCriteria(
                 cutoff=cutoff,
                 job_name=_field(document, "job_name", (str, type(None))),

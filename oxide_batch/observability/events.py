@@ -227,6 +227,22 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             "not match, or an unmapped database error (emitted at once)",
         ),
         _spec(
+            "repository.commit_failed",
+            ERROR,
+            (
+                "request_id",
+                "operations",
+                "job_instance_id",
+                "job_execution_id",
+                "step_execution_id",
+                "partition_id",
+            ),
+            "the COMMIT of a unit of work failed: commit_outcome_unknown (the work may "
+            "or may not be durable) or a refusal at COMMIT such as concurrent_modification "
+            "(nothing committed; WARNING). None of the work's after-commit events follows "
+            "(emitted at once)",
+        ),
+        _spec(
             "api.request",
             DEBUG,
             ("request_id", "route", "method", "status", "duration_ms"),

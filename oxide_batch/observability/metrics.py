@@ -59,7 +59,10 @@ REQUEST_ACTIONS: Final = frozenset(
 )
 REQUEST_OUTCOMES: Final = frozenset({"applied", "replayed", "rejected"})
 PURGE_KIND_VALUES: Final = frozenset(PURGE_KINDS)
-PURGE_BATCH_OUTCOMES: Final = frozenset({"applied", "replayed", "stale", "failed"})
+PURGE_BATCH_OUTCOMES: Final = frozenset({"applied", "replayed", "conflict", "failed"})
+# The codes a failed COMMIT usually has (faults.translate_commit): their series
+# exist from the start, so ``increase()`` sees the first failure too.
+COMMIT_FAILURE_SEEDS: Final = ("commit_outcome_unknown", "concurrent_modification", "unavailable")
 LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 # ------------------------------------------------------------------- bounded sets
@@ -112,12 +115,22 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx" if 100 <= status <= 599 else OTHER
 
 
+@functools.cache
+def code_values() -> frozenset[str]:
+    """Every typed error code, ``database_error`` and ``other``."""
+    return outcome_values() - {OK}
+
+
 def operation_label(operation: str) -> str:
     return operation if operation in operation_values() else OTHER
 
 
 def outcome_label(outcome: str) -> str:
     return outcome if outcome in outcome_values() else OTHER
+
+
+def code_label(code: str) -> str:
+    return code if code in code_values() else OTHER
 
 
 def status_label(status: object, *, allow_unobserved: bool = False) -> str:
@@ -173,8 +186,15 @@ PURGE_ROWS: Final = Counter(
 )
 PURGE_BATCHES: Final = Counter(
     "oxide_batch_purge_batches",
-    "Purge batches: applied, replayed, stale (plan changed since the survey) or failed.",
+    "Purge batches: applied, replayed, conflict (plan stale or a lock race lost) or failed.",
     ["outcome"],
+    registry=REGISTRY,
+)
+COMMIT_FAILURES: Final = Counter(
+    "oxide_batch_commit_failures",
+    "Units of work whose COMMIT failed, by error code (commit_outcome_unknown: the "
+    "outcome is unknown; concurrent_modification: the server refused it).",
+    ["code"],
     registry=REGISTRY,
 )
 # Registered after the gauges (below), so a scrape shows the failure of its own refresh.
@@ -192,6 +212,7 @@ LABELLED: Final = (
     OPERATOR_REQUESTS,
     PURGE_ROWS,
     PURGE_BATCHES,
+    COMMIT_FAILURES,
 )
 
 
@@ -216,6 +237,7 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_operator_requests": {"action": REQUEST_ACTIONS, "outcome": REQUEST_OUTCOMES},
         "oxide_batch_purge_rows_deleted": {"kind": PURGE_KIND_VALUES},
         "oxide_batch_purge_batches": {"outcome": PURGE_BATCH_OUTCOMES},
+        "oxide_batch_commit_failures": {"code": code_values()},
         "oxide_batch_gauge_refresh_failures": {},
         "oxide_batch_executions": {"status": STATUSES},
         "oxide_batch_executions_estimated": {"status": STATUSES},
@@ -224,10 +246,17 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
     }
 
 
+def seed() -> None:
+    """Create the series an alert watches before their first increment."""
+    for code in COMMIT_FAILURE_SEEDS:
+        COMMIT_FAILURES.labels(code)
+
+
 def reset() -> None:
     """Forget every labelled sample and the cached gauges (tests only)."""
     for metric in LABELLED:
         metric.clear()
+    seed()
     GAUGES.invalidate()
 
 
@@ -379,6 +408,7 @@ def _planner_estimates(cursor: Any, using: str, table: str) -> dict[str, int]:
     }
 
 
+seed()
 GAUGES: Final = ExecutionGauges()
 REGISTRY.register(GAUGES)
 REGISTRY.register(GAUGE_REFRESH_FAILURES)

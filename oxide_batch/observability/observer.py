@@ -8,6 +8,13 @@ transition and operator-request counters, purge row counts) is scheduled with
 discards it when the transaction (or the savepoint) rolls back. Refusals and
 conflicts are said at once: nothing commits to make them true.
 
+A failed COMMIT (``commit_outcome_unknown``, or a refusal the server reports at
+COMMIT) discards those on-commit callbacks; the unit of work then calls
+:meth:`RepositoryObserver.commit_failed`, which counts
+``oxide_batch_commit_failures_total{code}`` and says ``repository.commit_failed``
+at once, with the operations the lost work held. No query is added: everything
+comes from the operations already observed.
+
 Lifecycle ``from_status``: the repository reports the new state only. The prior
 status is exact for recoveries (the decision carries it) and for any
 execution at version 1 (every execution is created STARTING at version 0);
@@ -36,7 +43,7 @@ from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction, Retention
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.observability import events, metrics
 from oxide_batch.observability.context import current_request_id
-from oxide_batch.repository.hooks import OperationEvent
+from oxide_batch.repository.hooks import CommitFailure, OperationEvent
 
 log = logging.getLogger(__name__)
 S = BatchStatus
@@ -229,6 +236,13 @@ class RepositoryObserver:
         if handler is not None:
             safely(lambda: handler(event))
 
+    def commit_failed(self, failure: CommitFailure) -> None:
+        """The COMMIT of a unit of work failed: nothing of it was said (its
+        on-commit callbacks never run); say that, at once."""
+        code = metrics.code_label(failure.outcome)
+        safely(lambda: metrics.COMMIT_FAILURES.labels(code).inc())
+        safely(lambda: self._say_commit_failed(failure, code))
+
     # -- scheduling ----------------------------------------------------------------
 
     @staticmethod
@@ -260,6 +274,25 @@ class RepositoryObserver:
                     "candidates": len(candidates) if isinstance(candidates, tuple) else None,
                 },
             )
+
+    @staticmethod
+    def _say_commit_failed(failure: CommitFailure, code: str) -> None:
+        operations: dict[str, int] = {}
+        targets: dict[str, events.FieldValue] = {}
+        for event in failure.operations:
+            name = metrics.operation_label(event.operation)
+            operations[name] = operations.get(name, 0) + 1
+            # The last operation naming an id wins: reads come first, the write last.
+            targets.update(_target(event))
+        if "apply_purge" in operations:
+            # Its batch is not applied (or not known to be): the purge alert sees it.
+            batch = "conflict" if code in PURGE_CONFLICTS else "failed"
+            metrics.PURGE_BATCHES.labels(batch).inc()
+        events.emit(
+            "repository.commit_failed",
+            {**targets, "operations": operations, "outcome": code},
+            level=events.WARNING if code in CONFLICTS else events.ERROR,
+        )
 
     # -- job executions ----------------------------------------------------------------
 

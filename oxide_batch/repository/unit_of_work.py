@@ -136,6 +136,8 @@ class UnitOfWorkBase:
         self._atomic: transaction.Atomic | None = None
         self._outermost = False
         self._db: Any = None
+        # What a failed COMMIT loses: the successful operations, as observed.
+        self._observed: list[hooks.OperationEvent] = []
 
     # -- transaction boundary ---------------------------------------------------
 
@@ -173,7 +175,9 @@ class UnitOfWorkBase:
 
         Raises ``CommitOutcomeUnknown`` when the connection failed while COMMIT
         was in flight (re-read before retrying, never repeat blindly), and
-        ``ConcurrentModification`` when the server refused the commit.
+        ``ConcurrentModification`` when the server refused the commit. Either
+        way the repository observers hear it (``hooks.notify_commit_failed``):
+        the work's on-commit callbacks never run.
         """
         self._require_open()
         if self._fault is not None:
@@ -185,6 +189,7 @@ class UnitOfWorkBase:
             self._atomic.__exit__(None, None, None)
         except DatabaseError as error:
             mapped = translate_commit(error) if self._outermost else translate(error)
+            self._commit_failed(mapped or error)
             if mapped is None:
                 raise
             raise mapped from error
@@ -228,15 +233,26 @@ class UnitOfWorkBase:
         error: BaseException | None = None,
     ) -> None:
         outcome = "ok" if error is None else getattr(error, "code", "database_error")
-        hooks.notify(
-            hooks.OperationEvent(
-                operation=name,
-                outcome=outcome,
-                seconds=time.perf_counter() - started,
+        event = hooks.OperationEvent(
+            operation=name,
+            outcome=outcome,
+            seconds=time.perf_counter() - started,
+            using=self._using,
+            args=args,
+            kwargs=kwargs,
+            result=result,
+            error=error,
+        )
+        if error is None:
+            self._observed.append(event)
+        hooks.notify(event)
+
+    def _commit_failed(self, error: BaseException) -> None:
+        hooks.notify_commit_failed(
+            hooks.CommitFailure(
+                outcome=getattr(error, "code", "database_error"),
                 using=self._using,
-                args=args,
-                kwargs=kwargs,
-                result=result,
+                operations=tuple(self._observed),
                 error=error,
             )
         )

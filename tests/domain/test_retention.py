@@ -141,6 +141,72 @@ def test_a_malformed_plan_is_an_input_error(edit):
         PurgePlan.from_json(document)
 
 
+SURVEYED_CUTOFF = "2026-01-01T12:00:00.123Z"  # what format_instant wrote
+
+
+@pytest.mark.parametrize(
+    "cutoff",
+    [
+        SURVEYED_CUTOFF + "\x00",
+        SURVEYED_CUTOFF + "\x00garbage",
+        "2026-01-01T12:00:00\x00.123Z",
+        "2026-01-01T12:00:00.123\x00Z",
+        "\x002026-01-01T12:00:00.123Z",
+        SURVEYED_CUTOFF + "\n",
+        SURVEYED_CUTOFF + "\x1f",
+        SURVEYED_CUTOFF + "\x7f",
+        "\t" + SURVEYED_CUTOFF,
+        SURVEYED_CUTOFF + " ",
+        SURVEYED_CUTOFF + "garbage",
+        "2026-01-01 12:00:00.123Z",  # a space for the T
+        "2026-01-01t12:00:00.123z",
+        "20260101T120000.123Z",  # the basic format
+        "2026-01-01T12:00:00.123",  # no offset
+        "2026-01-01T12:00Z",  # no seconds
+        "2026-01-01T12:00:00.Z",
+        "2026-01-01T12:00:00.1234567890Z",  # ten fraction digits
+        "2026-01-01T12:00:00.123+0100",
+        "2026-01-01T12:00:00.123+01",
+        "２０２６-01-01T12:00:00.123Z",  # fullwidth digits
+        "2026-13-01T12:00:00.123Z",  # no month 13
+        "2026-02-30T12:00:00.123Z",
+        "2026-01-01T24:00:00.000Z",
+        "2026-01-01T12:00:60.000Z",
+        "2026-01-01T12:00:00.123+24:00",
+        "2026-01-01",
+        "",
+    ],
+)
+def test_a_cutoff_that_is_not_exactly_an_rfc_3339_instant_is_malformed(cutoff):
+    document = plan(candidate(1)).to_json()
+    document["cutoff"] = cutoff
+    with pytest.raises(MalformedPurgePlan) as refused:
+        PurgePlan.from_json(document)
+    assert "cutoff" in refused.value.reason
+
+
+@pytest.mark.parametrize(
+    "cutoff",
+    [
+        SURVEYED_CUTOFF,
+        "2026-01-01T12:00:00.123456789Z",
+        "2026-01-01T13:00:00.123+01:00",
+        "2026-01-01T07:00:00.123-05:00",
+        "2026-01-01T12:00:00.123+00:00",
+    ],
+)
+def test_the_plans_own_instant_and_its_rfc_3339_equivalents_are_read(cutoff):
+    original = plan(candidate(1))
+    assert original.to_json()["cutoff"] == SURVEYED_CUTOFF
+    document = original.to_json()
+    document["cutoff"] = cutoff
+    read = PurgePlan.from_json(document)
+    assert read == original
+    assert read.criteria.cutoff == datetime(2026, 1, 1, 12, 0, 0, 123000, tzinfo=UTC)
+    assert read.computed_digest() == original.plan_digest
+    assert PurgePlan.from_json(read.to_json()).to_json() == original.to_json()
+
+
 def test_more_candidates_than_the_bound_is_malformed():
     with pytest.raises(MalformedPurgePlan):
         plan(candidate(1), candidate(2, (20, 0)), bound=1)
