@@ -1,0 +1,51 @@
+"""The append-only audit lists (recovery decisions, operator requests, retention records)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from oxide_batch.api.fields import EnumField, InstantField
+from oxide_batch.api.serializers.base import Output, PageOutput
+from oxide_batch.api.serializers.operator import OperatorRecordOutput
+from oxide_batch.api.serializers.retention import RetentionRecordOutput
+from oxide_batch.domain.status import BatchStatus
+
+# Audit lists show evidence digests by this many leading hex characters.
+DIGEST_PREFIX = 12
+
+
+class AuditRecoveryDecisionOutput(Output):
+    """A recovery decision in the audit list (the evidence digest as a prefix)."""
+
+    id = serializers.IntegerField()
+    job_instance_id = serializers.IntegerField()
+    job_execution_id = serializers.IntegerField()
+    execution_version = serializers.IntegerField()
+    prior_status = EnumField(BatchStatus)
+    resulting_status = EnumField(BatchStatus)
+    reason_code = serializers.CharField()
+    operator_reference = serializers.CharField()
+    evidence_digest_prefix = serializers.SerializerMethodField(
+        help_text=f"The first {DIGEST_PREFIX} hex characters of the evidence digest."
+    )
+    decided_at = InstantField()
+
+    @extend_schema_field(serializers.CharField())
+    def get_evidence_digest_prefix(self, row: Mapping[str, Any]) -> str:
+        return str(row["evidence_digest"])[:DIGEST_PREFIX]
+
+
+class AuditRecoveryDecisionPageOutput(PageOutput):
+    results = AuditRecoveryDecisionOutput(many=True)
+
+
+class OperatorRecordPageOutput(PageOutput):
+    results = OperatorRecordOutput(many=True)
+
+
+class RetentionRecordPageOutput(PageOutput):
+    results = RetentionRecordOutput(many=True)

@@ -1,0 +1,146 @@
+"""Job executions: launch, CAS transitions, exit status, ownership and control."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from oxide_batch.api.errors import at
+from oxide_batch.api.fields import (
+    DigestField,
+    EnumField,
+    IdField,
+    InstantField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
+from oxide_batch.api.selectors import ExecutionRecord
+from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, identifier, name
+from oxide_batch.domain.execution import FailureSummary
+from oxide_batch.domain.lifecycle import LifecycleTransition
+from oxide_batch.domain.names import NameKind, parse_owner_token
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+
+class LaunchInput(Input):
+    definition_digest = DigestField(
+        required=False,
+        help_text="Bind the attempt to this definition; default: the latest attempt's.",
+    )
+
+    def to_domain(self) -> str | None:
+        digest: str | None = self.validated_data.get("definition_digest")
+        return digest
+
+
+class FailureInput(Input):
+    category = EnumField(FailureCategory)
+    failure_id = IdField()
+
+
+class TransitionInput(Input):
+    expected_version = StrictIntegerField()
+    status = EnumField(BatchStatus)
+    failure = FailureInput(required=False, allow_null=True)
+    terminal_rollback = StrictBooleanField(required=False, default=False)
+
+    def to_domain(self) -> tuple[int, LifecycleTransition]:
+        data = self.validated_data
+        failure = None
+        if data.get("failure") is not None:
+            raw = data["failure"]
+            identifier("failure.failure_id", K.FAILURE, raw["failure_id"])
+            failure = FailureSummary(raw["category"], raw["failure_id"])
+        transition = LifecycleTransition(
+            data["status"], failure=failure, terminal_rollback=data["terminal_rollback"]
+        )
+        return data["expected_version"], transition
+
+
+class ExitStatusInput(Input):
+    expected_version = StrictIntegerField()
+    exit_code = StrictCharField()
+
+    def to_domain(self) -> tuple[int, str]:
+        data = self.validated_data
+        return data["expected_version"], name("exit_code", NameKind.EXIT_CODE, data["exit_code"])
+
+
+class ClaimInput(Input):
+    expected_version = StrictIntegerField()
+    owner_token = StrictCharField(help_text="16 bytes as 32 lowercase hex characters.")
+
+    def to_domain(self) -> tuple[int, bytes]:
+        data = self.validated_data
+        with at("owner_token"):
+            return data["expected_version"], parse_owner_token(data["owner_token"])
+
+
+class ControlInput(Input):
+    owner_token = StrictCharField(help_text="16 bytes as 32 lowercase hex characters.")
+
+    def to_domain(self) -> bytes:
+        with at("owner_token"):
+            return parse_owner_token(self.validated_data["owner_token"])
+
+
+class CountsOutput(Output):
+    read = serializers.IntegerField()
+    processed = serializers.IntegerField()
+    written = serializers.IntegerField()
+    filtered = serializers.IntegerField()
+    committed = serializers.IntegerField()
+    rolled_back = serializers.IntegerField()
+
+
+class FailureOutput(Output):
+    category = EnumField(FailureCategory)
+    failure_id = serializers.IntegerField()
+
+
+class DefinitionRefOutput(Output):
+    revision = serializers.CharField()
+    format = serializers.IntegerField()
+    digest = serializers.CharField()
+
+
+class ExecutionOutput(Output):
+    id = serializers.IntegerField(source="execution.id")
+    job_instance_id = serializers.IntegerField(source="execution.job_instance_id")
+    job_name = serializers.CharField(source="execution.job_name")
+    attempt = serializers.IntegerField(source="execution.attempt")
+    status = EnumField(BatchStatus, source="execution.status")
+    exit_code = serializers.CharField(source="execution.exit_code")
+    created_at = InstantField(source="execution.created_at")
+    started_at = InstantField(source="execution.started_at", allow_null=True)
+    ended_at = InstantField(source="execution.ended_at", allow_null=True)
+    updated_at = InstantField(source="execution.updated_at")
+    counts = CountsOutput(source="execution.counts")
+    failure = FailureOutput(source="execution.failure", allow_null=True)
+    version = serializers.IntegerField(source="execution.version")
+    stop_requested = serializers.BooleanField(source="extras.stop_requested")
+    stop_requested_at = InstantField(source="extras.stop_requested_at", allow_null=True)
+    owner_recorded = serializers.BooleanField(source="extras.owner_recorded")
+    last_observed_at = InstantField(source="extras.last_observed_at", allow_null=True)
+    definition = DefinitionRefOutput(
+        source="extras.definition",
+        allow_null=True,
+        help_text="null for an attempt bound to the built-in legacy definition",
+    )
+
+
+class ControlOutput(Output):
+    execution = ExecutionOutput()
+    owner_matches = serializers.BooleanField()
+    stop_requested = serializers.BooleanField()
+
+
+class ExecutionPageOutput(PageOutput):
+    results = ExecutionOutput(many=True)
+
+
+def execution_data(record: ExecutionRecord) -> dict[str, Any]:
+    data: dict[str, Any] = ExecutionOutput(record).data
+    return data

@@ -1,0 +1,99 @@
+"""Job instances: their identifying parameters in, their key and hold out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from oxide_batch.api.errors import at
+from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, StrictCharField
+from oxide_batch.api.selectors import InstanceRecord
+from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
+from oxide_batch.domain.errors import InvalidParameterValue
+from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
+
+
+def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[JobParameter]:
+    found = []
+    with at(path):
+        for parameter_name, value in raw.items():
+            parameter = JobParameter.from_json(parameter_name, value, identifying=identifying)
+            if parameter.type is ParameterType.STRING and "\x00" in str(parameter.value):
+                # PostgreSQL cannot store NUL in text or jsonb.
+                raise InvalidParameterValue(reason="a string value must not contain NUL")
+            found.append(parameter)
+    return found
+
+
+class InstanceInput(Input):
+    job_name = StrictCharField()
+    identifying_parameters = JSONObjectField(
+        required=False,
+        help_text=(
+            "name → value: a string, boolean or integer (I64, or U64 above 2^63−1), or "
+            '{"type": "string"|"i64"|"u64"|"bool", "value": …}.'
+        ),
+    )
+    non_identifying_parameters = JSONObjectField(
+        required=False, help_text="Accepted and validated, never stored (no effect on identity)."
+    )
+
+    def to_domain(self) -> JobInstanceKey:
+        data = self.validated_data
+        job_name = name("job_name", NameKind.JOB, data["job_name"])
+        found = parameters(
+            "identifying_parameters", data.get("identifying_parameters", {}), identifying=True
+        )
+        found += parameters(
+            "non_identifying_parameters",
+            data.get("non_identifying_parameters", {}),
+            identifying=False,
+        )
+        with at("identifying_parameters"):
+            return JobInstanceKey.of(job_name, found)
+
+
+class ParameterOutput(Output):
+    name = serializers.CharField()
+    type = EnumField(ParameterType)
+    value = serializers.JSONField(
+        required=False,
+        help_text="Only for names listed in OXIDE_BATCH_VISIBLE_PARAMETERS.",
+    )
+
+
+class HoldOutput(Output):
+    actor = serializers.CharField()
+    reason_code = serializers.CharField()
+    placed_at = InstantField()
+
+
+class InstanceOutput(Output):
+    id = serializers.IntegerField(source="instance.id")
+    job_name = serializers.CharField(source="instance.job_name")
+    key_digest = serializers.CharField(source="instance.key.digest")
+    parameters = serializers.SerializerMethodField(
+        help_text="Identifying parameters in name byte order; values only where allowed."
+    )
+    created_at = InstantField(source="instance.created_at")
+    hold = HoldOutput(allow_null=True)
+
+    @extend_schema_field(ParameterOutput(many=True))
+    def get_parameters(self, record: InstanceRecord) -> list[dict[str, Any]]:
+        visible = settings.OXIDE_BATCH_VISIBLE_PARAMETERS
+        shown = []
+        for parameter in record.instance.key.parameters:
+            item: dict[str, Any] = {"name": parameter.name, "type": parameter.type.value}
+            if parameter.name in visible:
+                item["value"] = parameter.value
+            shown.append(item)
+        return shown
+
+
+class InstancePageOutput(PageOutput):
+    results = InstanceOutput(many=True)

@@ -1,0 +1,116 @@
+"""Partition plans of a step: create, restart, assign, complete, aggregate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+from oxide_batch.api.errors import at
+from oxide_batch.api.fields import EnumField, IdField, StrictCharField, StrictIntegerField
+from oxide_batch.api.serializers.base import Input, K, Output, envelope, identifier
+from oxide_batch.api.serializers.executions import CountsOutput
+from oxide_batch.api.serializers.steps import EnvelopeOutput
+from oxide_batch.domain.errors import PartitionPlanTooLarge
+from oxide_batch.domain.partitions import MAX_PARTITIONS, PartitionPlanEntry
+from oxide_batch.domain.state import PARTITION_CONTEXT_LIMITS, EnvelopeKind
+from oxide_batch.domain.status import BatchStatus
+
+
+class PartitionEntryInput(Input):
+    key = StrictCharField(help_text="1–128 UTF-8 bytes, compared byte for byte.")
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["context"] = serializers.JSONField(
+            required=False, allow_null=True, help_text="{schema, schema_version, payload}, ≤ 4 KiB"
+        )
+        return fields
+
+
+class PartitionPlanInput(Input):
+    entries = PartitionEntryInput(many=True, help_text=f"1–{MAX_PARTITIONS} entries, unique keys.")
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            entries = data.get("entries")
+            if isinstance(entries, list) and len(entries) > MAX_PARTITIONS:
+                raise PartitionPlanTooLarge(max=MAX_PARTITIONS)
+        return super().to_internal_value(data)
+
+    def to_domain(self) -> list[PartitionPlanEntry]:
+        found = []
+        for index, entry in enumerate(self.validated_data["entries"]):
+            context = envelope(
+                f"entries.{index}.context",
+                entry.get("context"),
+                EnvelopeKind.PARTITION_CONTEXT,
+                PARTITION_CONTEXT_LIMITS,
+            )
+            with at(f"entries.{index}.key"):
+                found.append(PartitionPlanEntry(entry["key"], context))
+        return found
+
+
+class PlanRestartInput(Input):
+    source_step_execution_id = IdField()
+
+    def to_domain(self) -> int:
+        return identifier(
+            "source_step_execution_id",
+            K.STEP_EXECUTION,
+            self.validated_data["source_step_execution_id"],
+        )
+
+
+class PartitionCasInput(Input):
+    expected_version = StrictIntegerField()
+    worker_step_execution_id = IdField()
+
+    def to_domain(self) -> tuple[int, int]:
+        data = self.validated_data
+        worker = identifier(
+            "worker_step_execution_id", K.STEP_EXECUTION, data["worker_step_execution_id"]
+        )
+        return data["expected_version"], worker
+
+
+class AggregateInput(Input):
+    expected_version = StrictIntegerField()
+
+    def to_domain(self) -> int:
+        version: int = self.validated_data["expected_version"]
+        return version
+
+
+class PartitionOutput(Output):
+    id = serializers.IntegerField()
+    step_execution_id = serializers.IntegerField()
+    key = serializers.CharField()
+    ordinal = serializers.IntegerField()
+    status = EnumField(BatchStatus)
+    exit_code = serializers.CharField()
+    counts = CountsOutput()
+    version = serializers.IntegerField()
+    worker_step_execution_id = serializers.IntegerField(allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["context"] = EnvelopeOutput(
+            required=False,
+            allow_null=True,
+            help_text="The partition context: only for users who may read payloads.",
+        )
+        return fields
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        document: dict[str, Any] = super().to_representation(instance)
+        if not self.context.get("payloads", False) or not hasattr(instance, "context"):
+            document.pop("context", None)
+        return document
+
+
+class PlanOutput(Output):
+    step_execution_id = serializers.IntegerField()
+    partitions = PartitionOutput(many=True, help_text="In partition key byte order.")

@@ -1,0 +1,103 @@
+"""Step executions: start, chunk commits with their checkpoint and context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from oxide_batch.api.fields import EnumField, InstantField, StrictCharField, StrictIntegerField
+from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
+from oxide_batch.api.serializers.executions import CountsOutput, FailureOutput
+from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
+from oxide_batch.domain.flow import MAX_START_LIMIT
+from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
+from oxide_batch.domain.status import BatchStatus
+
+
+class StepInput(Input):
+    step_name = StrictCharField()
+    node_id = StrictCharField(required=False, help_text="Flow node; default: the step name.")
+    start_limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_START_LIMIT)
+
+    def to_domain(self) -> tuple[str, str | None, int | None]:
+        data = self.validated_data
+        step_name = name("step_name", NameKind.STEP, data["step_name"])
+        node_id = data.get("node_id")
+        if node_id is not None:
+            name("node_id", NameKind.NODE, node_id)
+        return step_name, node_id, data.get("start_limit")
+
+
+class CountsInput(Input):
+    read = StrictIntegerField(required=False, default=0)
+    processed = StrictIntegerField(required=False, default=0)
+    written = StrictIntegerField(required=False, default=0)
+    filtered = StrictIntegerField(required=False, default=0)
+    committed = StrictIntegerField(required=False, default=0)
+    rolled_back = StrictIntegerField(required=False, default=0)
+
+
+class ChunkInput(Input):
+    expected_version = StrictIntegerField()
+    counts = CountsInput(required=False, help_text="This chunk's deltas (each default 0).")
+    checkpoint = serializers.JSONField(
+        required=False, allow_null=True, help_text="{schema, schema_version, payload}"
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        # Declared here: a class attribute named ``context`` would shadow Serializer.context.
+        fields["context"] = serializers.JSONField(
+            required=False, allow_null=True, help_text="{schema, schema_version, payload}"
+        )
+        return fields
+
+    def to_domain(
+        self,
+    ) -> tuple[int, ExecutionCounts, StateEnvelope | None, StateEnvelope | None]:
+        data = self.validated_data
+        raw_counts = data.get("counts") or {}
+        counts = ExecutionCounts(**{field: raw_counts.get(field, 0) for field in COUNT_FIELDS})
+        limits = state_limits()
+        checkpoint = envelope("checkpoint", data.get("checkpoint"), EnvelopeKind.CHECKPOINT, limits)
+        context = envelope("context", data.get("context"), EnvelopeKind.CONTEXT, limits)
+        return data["expected_version"], counts, checkpoint, context
+
+
+class StepOutput(Output):
+    id = serializers.IntegerField()
+    job_instance_id = serializers.IntegerField()
+    job_execution_id = serializers.IntegerField()
+    step_name = serializers.CharField()
+    node_id = serializers.CharField()
+    status = EnumField(BatchStatus)
+    exit_code = serializers.CharField()
+    created_at = InstantField()
+    started_at = InstantField(allow_null=True)
+    ended_at = InstantField(allow_null=True)
+    updated_at = InstantField()
+    counts = CountsOutput()
+    failure = FailureOutput(allow_null=True)
+    version = serializers.IntegerField()
+
+
+class EnvelopeOutput(Output):
+    schema = serializers.CharField()
+    schema_version = serializers.IntegerField()
+    payload = serializers.DictField()
+
+
+class CheckpointOutput(Output):
+    step = StepOutput()
+    checkpoint = EnvelopeOutput(allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["context"] = EnvelopeOutput(allow_null=True)
+        return fields
+
+
+class StepPageOutput(PageOutput):
+    results = StepOutput(many=True)

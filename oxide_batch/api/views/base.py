@@ -1,0 +1,127 @@
+"""What every view of the API shares: :class:`BatchView` (per-method
+permissions, path identifiers checked, one input serializer read), keyset
+pages, the permission tables and the operator endpoints' audit contract."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from oxide_batch.api import deps
+from oxide_batch.api import serializers as s
+from oxide_batch.api.errors import at
+from oxide_batch.api.pagination import KeysetPagination
+from oxide_batch.api.permissions import BatchPermission
+from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH
+from oxide_batch.api.throttling import OperatorRateThrottle
+from oxide_batch.domain.errors import IdentifierOutOfRange
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
+from oxide_batch.repository.port import JobRepository
+from oxide_batch.services.audit import Actor
+
+K = IdentifierKind
+READ = {"GET": VIEW_BATCH}
+RUN = {"POST": RUN_BATCH}
+READ_RUN = {"GET": VIEW_BATCH, "POST": RUN_BATCH}
+PATH_IDS: Mapping[str, IdentifierKind] = {
+    "instance_id": K.JOB_INSTANCE,
+    "execution_id": K.JOB_EXECUTION,
+    "step_id": K.STEP_EXECUTION,
+    "partition_id": K.STEP_PARTITION,
+}
+STATE_ERRORS = {409: ("stale_version", "version_exhausted")}
+TRANSITION_ERRORS = (
+    "stale_version",
+    "illegal_transition",
+    "restart_requires_new_attempt",
+    "failed_transition_missing_failure",
+    "invalid_transition_time",
+    "count_exhausted",
+    "version_exhausted",
+)
+
+
+class BatchView(APIView):
+    """Base of every batch endpoint: per-method permissions, path ids checked."""
+
+    permission_classes = [BatchPermission]
+    # Counts only the methods that need operate_batch (oxide_batch.api.throttling).
+    throttle_classes = [OperatorRateThrottle]
+    metadata_class = None
+    required_permissions: ClassVar[Mapping[str, str]] = {}
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        for key, value in kwargs.items():
+            kind = PATH_IDS.get(key)
+            if kind is None:
+                continue
+            if value > MAX_IDENTIFIER:
+                raise IdentifierOutOfRange(kind=kind.value, value=value)
+            with at(key):
+                validate_identifier(kind, value)
+
+    @staticmethod
+    def repository() -> JobRepository:
+        return deps.repository()
+
+    @staticmethod
+    def read(serializer_class: type[s.Input], data: Any) -> Any:
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        return serializer
+
+    def page(
+        self,
+        request: Request,
+        queryset: Any,
+        output: type[s.Output],
+        record: Callable[[Any], Any] | None = None,
+    ) -> Response:
+        """One keyset page of ``queryset``, each row made a record by ``record``
+        (default: the row as it is) and rendered with ``output``."""
+        paginator, rows = paginate(self, request, queryset)
+        records = rows if record is None else [record(row) for row in rows]
+        return paginator.get_paginated_response(output(records, many=True).data)
+
+
+def paginate(view: APIView, request: Request, queryset: Any) -> tuple[KeysetPagination, list[Any]]:
+    paginator = KeysetPagination()
+    rows = paginator.paginate_queryset(queryset, request, view=view) or []
+    return paginator, rows
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("cursor", str, description="The `next`/`previous` link's cursor."),
+    OpenApiParameter("page_size", int, description="1–500, default 50."),
+]
+
+
+# ======================================================================== operator
+#
+# Each operator endpoint (.operator, .retention) makes ONE call of a service
+# (oxide_batch/services), which audits it: the effect and its APPLIED row commit
+# together; a refusal by a rule is the problem (409) and leaves a REJECTED row; the
+# same request again (same action, operation id and request digest) answers the
+# recorded outcome with the same status and ``replayed: true`` (a recorded refusal:
+# the same problem, plus ``replayed: true``); another request under a used
+# operation id is 409 ``operation_id_conflict``. The audited actor is the
+# authenticated user.
+
+OPERATE = {"POST": OPERATE_BATCH}
+REPLAY_DOC = (
+    "Audited and idempotent: the same request again (same operation id and body) "
+    "answers the recorded outcome with `replayed: true`; another body under a used "
+    "operation id is `operation_id_conflict`; a refusal by a rule is recorded "
+    "(REJECTED) and replays as the same problem."
+)
+
+
+def actor_of(request: Request) -> Actor:
+    """The authenticated user as the audited actor (never a client-supplied string)."""
+    return Actor.for_user(request.user)

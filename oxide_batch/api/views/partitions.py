@@ -1,0 +1,206 @@
+"""A step's partition plan and its partitions (CAS on each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import status as http
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from oxide_batch.api import serializers as s
+from oxide_batch.api.permissions import may_see_payloads
+from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
+from oxide_batch.api.schema import endpoint
+from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
+from oxide_batch.domain.partitions import StepPartition, key_bytes
+
+
+def partitions_data(request: Request, step_id: int, plan: list[StepPartition]) -> dict[str, Any]:
+    """The plan in partition-key byte order (SPEC §2.4), contexts only for payload readers."""
+    ordered = sorted(plan, key=lambda partition: key_bytes(partition.key))
+    output = s.PlanOutput(
+        {"step_execution_id": step_id, "partitions": ordered},
+        context={"payloads": may_see_payloads(request)},
+    )
+    data: dict[str, Any] = output.data
+    return data
+
+
+def partition_data(request: Request, partition: StepPartition) -> dict[str, Any]:
+    """One partition, its context only for payload readers."""
+    output = s.PartitionOutput(partition, context={"payloads": may_see_payloads(request)})
+    data: dict[str, Any] = output.data
+    return data
+
+
+class PartitionPlanView(BatchView):
+    required_permissions = READ_RUN
+
+    @endpoint(
+        operation_id="get_partition_plan",
+        summary="The step's partition plan (key byte order, unpaginated)",
+        description="Partition contexts are shown to users who may read payloads.",
+        permission=VIEW_BATCH,
+        ok={200: s.PlanOutput},
+        errors={404: ("step_execution_not_found",), 409: ("partition_state_corrupt",)},
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def get(self, request: Request, step_id: int) -> Response:
+        with self.repository().begin() as uow:
+            plan = uow.step_partition_plan(step_id)
+        return Response(partitions_data(request, step_id, plan))
+
+    @endpoint(
+        operation_id="create_partition_plan",
+        summary="Create the step's partition plan (all or nothing)",
+        permission=RUN_BATCH,
+        request=s.PartitionPlanInput,
+        ok={201: s.PlanOutput},
+        errors={
+            400: ("empty_partition_plan", "partition_plan_too_large", "duplicate_partition_key"),
+            404: ("step_execution_not_found",),
+            409: ("partition_parent_not_active", "partition_plan_exists"),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        entries = self.read(s.PartitionPlanInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            plan = uow.create_step_partition_plan(step_id, entries)
+            uow.commit()
+        return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
+
+
+class PartitionRestartView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="restart_partition_plan",
+        summary="Carry a stopped or failed attempt's plan into this restarted step",
+        description="COMPLETED partitions are carried with their worker and not rerun.",
+        permission=RUN_BATCH,
+        request=s.PlanRestartInput,
+        ok={201: s.PlanOutput},
+        errors={
+            404: ("step_execution_not_found",),
+            409: (
+                "partition_state_corrupt",
+                "partition_parent_not_active",
+                "partition_plan_exists",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        source = self.read(s.PlanRestartInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            plan = uow.restart_step_partition_plan(source, step_id)
+            uow.commit()
+        return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
+
+
+class PartitionAssignView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="assign_partition",
+        summary="Assign a worker step to a partition (CAS)",
+        permission=RUN_BATCH,
+        request=s.PartitionCasInput,
+        ok={200: s.PartitionOutput},
+        errors={
+            404: ("step_partition_not_found", "step_execution_not_found"),
+            409: (
+                "stale_version",
+                "partition_parent_not_active",
+                "partition_update_not_allowed",
+                "partition_worker_mismatch",
+                "partition_worker_already_assigned",
+                "partition_state_corrupt",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, partition_id: int) -> Response:
+        expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            partition = uow.assign_step_partition(partition_id, expected, worker)
+            uow.commit()
+        return Response(partition_data(request, partition))
+
+
+class PartitionCompleteView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="complete_partition",
+        summary="Complete a partition from its worker's outcome (CAS)",
+        description="Status, exit code and counts are copied from the worker step.",
+        permission=RUN_BATCH,
+        request=s.PartitionCasInput,
+        ok={200: s.PartitionOutput},
+        errors={
+            404: ("step_partition_not_found", "step_execution_not_found"),
+            409: (
+                "stale_version",
+                "partition_parent_not_active",
+                "partition_update_not_allowed",
+                "partition_worker_stale",
+                "partition_worker_mismatch",
+                "partition_aggregation_incomplete",
+                "partition_state_corrupt",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, partition_id: int) -> Response:
+        expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            partition = uow.complete_step_partition(partition_id, expected, worker)
+            uow.commit()
+        return Response(partition_data(request, partition))
+
+
+class AggregateView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="aggregate_partitions",
+        summary="Aggregate the partitions and terminate the parent step",
+        description=(
+            "Re-running an aggregation that already applied answers 200 with the same parent."
+        ),
+        permission=RUN_BATCH,
+        request=s.AggregateInput,
+        ok={200: s.StepOutput},
+        errors={
+            404: ("step_execution_not_found",),
+            409: (
+                "stale_version",
+                "partition_parent_not_active",
+                "partition_aggregation_incomplete",
+                "partition_state_corrupt",
+                "count_exhausted",
+                "illegal_transition",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        expected = self.read(s.AggregateInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            step = uow.aggregate_step_partitions(step_id, expected)
+            uow.commit()
+        return Response(s.StepOutput(step).data)

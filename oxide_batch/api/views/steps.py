@@ -1,0 +1,198 @@
+"""Step executions: start, list, read, CAS transitions and chunk commits."""
+
+from __future__ import annotations
+
+from rest_framework import status as http
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from oxide_batch.api import selectors
+from oxide_batch.api import serializers as s
+from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
+from oxide_batch.api.schema import endpoint
+from oxide_batch.api.views.base import (
+    PAGE_PARAMETERS,
+    READ,
+    READ_RUN,
+    RUN,
+    STATE_ERRORS,
+    TRANSITION_ERRORS,
+    BatchView,
+    paginate,
+)
+from oxide_batch.domain.errors import JobExecutionNotFound
+
+
+class ExecutionStepsView(BatchView):
+    required_permissions = READ_RUN
+
+    @endpoint(
+        operation_id="list_execution_steps",
+        summary="The execution's steps, newest first",
+        permission=VIEW_BATCH,
+        ok={200: s.StepPageOutput},
+        errors={404: ("job_execution_not_found",)},
+        path_ids=True,
+        listing=True,
+        parameters=PAGE_PARAMETERS,
+        tags=["steps"],
+    )
+    def get(self, request: Request, execution_id: int) -> Response:
+        queryset = selectors.steps().filter(job_execution_id=execution_id)
+        paginator, rows = paginate(self, request, queryset)
+        if not rows and not selectors.execution_exists(execution_id):
+            raise JobExecutionNotFound(id=execution_id)
+        found = [selectors.step_from_row(row) for row in rows]
+        return paginator.get_paginated_response(s.StepOutput(found, many=True).data)
+
+    @endpoint(
+        operation_id="create_step",
+        summary="Start a step (STARTING)",
+        description=(
+            "With `node_id` or `start_limit` it is a flow step: the node's starts across "
+            "the instance count against the limit. In a restart attempt the step takes "
+            "over the newest earlier state of the same step (or node)."
+        ),
+        permission=RUN_BATCH,
+        request=s.StepInput,
+        ok={201: s.StepOutput},
+        errors={
+            404: ("job_execution_not_found",),
+            409: (
+                "invalid_state",
+                "step_execution_exists",
+                "start_limit_exceeded",
+                "invalid_definition_upgrade",
+                "restart_state_not_found",
+                "concurrent_modification",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["steps"],
+    )
+    def post(self, request: Request, execution_id: int) -> Response:
+        step_name, node_id, start_limit = self.read(s.StepInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            if node_id is None and start_limit is None:
+                step = uow.create_step_execution(execution_id, step_name)
+            else:
+                step = uow.create_flow_step_execution(
+                    execution_id, step_name, node_id or step_name, start_limit
+                )
+            uow.commit()
+        return Response(s.StepOutput(step).data, status=http.HTTP_201_CREATED)
+
+
+class StepView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="get_step",
+        summary="One step execution",
+        permission=VIEW_BATCH,
+        ok={200: s.StepOutput},
+        errors={404: ("step_execution_not_found",)},
+        path_ids=True,
+        tags=["steps"],
+    )
+    def get(self, request: Request, step_id: int) -> Response:
+        return Response(s.StepOutput(selectors.step(step_id)).data)
+
+
+class StepTransitionView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="transition_step",
+        summary="CAS transition of a step (the full lifecycle table)",
+        permission=RUN_BATCH,
+        request=s.TransitionInput,
+        ok={200: s.StepOutput},
+        errors={404: ("step_execution_not_found",), 409: TRANSITION_ERRORS},
+        body=True,
+        path_ids=True,
+        tags=["steps"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        expected, transition = self.read(s.TransitionInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            step = uow.transition_step_execution(step_id, expected, transition)
+            uow.commit()
+        return Response(s.StepOutput(step).data)
+
+
+class StepExitStatusView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="enrich_step_exit_status",
+        summary="CAS exit-status enrichment of a step",
+        permission=RUN_BATCH,
+        request=s.ExitStatusInput,
+        ok={200: s.StepOutput},
+        errors={404: ("step_execution_not_found",), **STATE_ERRORS},
+        body=True,
+        path_ids=True,
+        tags=["steps"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            step = uow.enrich_step_exit_status(step_id, expected, exit_code)
+            uow.commit()
+        return Response(s.StepOutput(step).data)
+
+
+class CheckpointView(BatchView):
+    required_permissions = {"GET": VIEW_BATCH_PAYLOAD, "POST": RUN_BATCH}
+
+    @endpoint(
+        operation_id="get_checkpoint",
+        summary="The step's latest checkpoint and context",
+        description="Payloads: runtimes and operators only (viewers get 403).",
+        permission=VIEW_BATCH_PAYLOAD,
+        ok={200: s.CheckpointOutput},
+        errors={404: ("step_execution_not_found",), 409: ("fault_state_corrupt",)},
+        path_ids=True,
+        tags=["steps"],
+    )
+    def get(self, request: Request, step_id: int) -> Response:
+        with self.repository().begin() as uow:
+            state = uow.step_state(step_id)
+        return Response(
+            s.CheckpointOutput(
+                {
+                    "step": state.step,
+                    "checkpoint": None if state.checkpoint is None else state.checkpoint.as_json(),
+                    "context": None if state.context is None else state.context.as_json(),
+                }
+            ).data
+        )
+
+    @endpoint(
+        operation_id="commit_chunk",
+        summary="Commit a chunk (CAS on a STARTED step)",
+        description=(
+            "`counts` are this chunk's deltas, added under the lock; the response carries "
+            "the totals. `checkpoint` and `context`, when given, replace the stored ones."
+        ),
+        permission=RUN_BATCH,
+        request=s.ChunkInput,
+        ok={200: s.StepOutput},
+        errors={
+            404: ("step_execution_not_found",),
+            409: ("stale_version", "invalid_state", "count_exhausted", "version_exhausted"),
+        },
+        body=True,
+        path_ids=True,
+        tags=["steps"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        expected, counts, checkpoint, context = self.read(s.ChunkInput, request.data).to_domain()
+        with self.repository().begin() as uow:
+            step = uow.commit_chunk(
+                step_id, expected, counts, checkpoint=checkpoint, context=context
+            )
+            uow.commit()
+        return Response(s.StepOutput(step).data)
