@@ -8,7 +8,6 @@ a number that is not an integer where an integer is expected → 400).
 from __future__ import annotations
 
 import enum
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.client.wire import format_instant
+from oxide_batch.domain.instants import RFC3339_INSTANT
 
 MAX_BIGINT = 2**63 - 1
 
@@ -122,13 +122,6 @@ class JSONObjectField(serializers.JSONField):
         if not isinstance(data, dict):
             raise serializers.ValidationError("expected a JSON object", code="not_an_object")
         return data
-
-
-# RFC 3339 ``date-time``, checked before ``datetime.fromisoformat``, which (CPython
-# 3.11) stops reading at a NUL: "2025-12-31T22:00:00Z\x00anything" would parse.
-RFC3339_INSTANT = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
-)
 
 
 @extend_schema_field(OpenApiTypes.DATETIME)

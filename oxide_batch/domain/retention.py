@@ -9,7 +9,6 @@ forged or edited plan can never purge what a survey would not have offered.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
 from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.instants import RFC3339_INSTANT
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.domain.status import BatchStatus
 
@@ -41,15 +41,6 @@ PURGE_KINDS = (
     "job_instances",
 )
 DEFAULT_PURGE_REASON = "SCHEDULED_PURGE"
-# The RFC 3339 ``date-time`` a plan's instants are written in (format_instant
-# writes ``2026-01-01T00:00:00.000Z``; any fraction of 1–9 digits and a numeric
-# offset are the same form, as the API's instant fields accept). Checked before
-# ``datetime.fromisoformat``, which is laxer: it takes a space or no separators,
-# no offset, and (CPython 3.11) stops reading at a NUL, so
-# "2025-12-31T22:00:00Z\x00anything" would parse.
-RFC3339_INSTANT = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
-)
 
 
 # --------------------------------------------------------------------------- errors
