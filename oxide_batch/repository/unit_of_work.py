@@ -189,7 +189,9 @@ class UnitOfWorkBase:
             self._atomic.__exit__(None, None, None)
         except DatabaseError as error:
             mapped = translate_commit(error) if self._outermost else translate(error)
-            self._commit_failed(mapped or error)
+            if self._outermost:
+                # Only a real COMMIT counts; a nested unit of work released a savepoint.
+                self._commit_failed(mapped or error)
             if mapped is None:
                 raise
             raise mapped from error
