@@ -37,12 +37,16 @@ def repo(clock: FixedClock) -> DjangoJobRepository:
 def _schema_version_row(request: pytest.FixtureRequest) -> None:
     """Transactional tests flush every table, the migrations' schema-version row
     included; put it back so the next test sees a migrated database."""
-    database_fixtures = {"db", "transactional_db", "live_server"} & set(request.fixturenames)
     if request.node.get_closest_marker("django_db") is None:
-        if not database_fixtures:
+        # Asked for by fixture, not marker: set the database up first (live_server
+        # implies a transactional database).
+        wanted = set(request.fixturenames)
+        if wanted & {"transactional_db", "live_server"}:
+            request.getfixturevalue("transactional_db")
+        elif "db" in wanted:
+            request.getfixturevalue("db")
+        else:
             return
-        # Asked for by fixture, not marker: set the database up first.
-        request.getfixturevalue(sorted(database_fixtures)[-1])
     from oxide_batch.models import SchemaVersion
     from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 
