@@ -323,7 +323,7 @@ class RetentionService:
         reporting.retention_replayed(recorded)
         return RetentionResult(
             Outcome.REPLAYED,
-            False,
+            recorded.changed,  # the recorded outcome, as operator replays answer
             operation_id,
             recorded,
             _hold_from_record(recorded),
@@ -398,7 +398,7 @@ class PurgeRun:
                 raise OperationIdConflict(action=recorded.action.value, operation_id=batch_id)
             reporting.retention_replayed(recorded)
             replayed = RetentionResult(
-                Outcome.REPLAYED, False, batch_id, recorded, None, recorded.counts
+                Outcome.REPLAYED, recorded.changed, batch_id, recorded, None, recorded.counts
             )
             return PurgeBatch(number, replayed)
         for attempt in itertools.count():

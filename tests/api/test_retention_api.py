@@ -194,7 +194,7 @@ def test_survey_and_apply_a_purge(rt: Runtime, operator: Runtime, fixed: FixedCl
     operator.get(f"executions/{young['id']}")
     # A replay: the recorded outcome, nothing deleted twice.
     again = operator.post("purge/apply", request, 200)
-    assert (again["outcome"], again["replayed"]) == ("REPLAYED", True)
+    assert (again["outcome"], again["replayed"], again["changed"]) == ("REPLAYED", True, True)
     assert again["counts"] == plan["counts"]
     assert again["record"] == record
     assert models.RetentionRecord.objects.filter(action="APPLY_PURGE").count() == 1

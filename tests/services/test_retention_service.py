@@ -91,9 +91,10 @@ def test_a_replayed_hold_returns_the_recorded_outcome_and_acts_once(service, rep
     replay = service.place_hold(
         instance_id, actor=BOB, reason_code="LEGAL_HOLD", operation_id="hold-1"
     )
+    # The recorded outcome (SPEC §9), as operator replays answer it.
     assert (replay.outcome, replay.changed, replay.record) == (
         Outcome.REPLAYED,
-        False,
+        True,
         first.record,
     )
     assert replay.hold == first.hold
