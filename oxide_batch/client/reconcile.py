@@ -5,7 +5,10 @@ was lost: the write may or may not have committed. The rule, for a
 compare-and-swap that expected ``expected_version``:
 
 1. Re-read the row (retrying the read while the repository is ``Unavailable``,
-   a bounded number of times; then give up with ``Unavailable``).
+   a bounded number of times). When every re-read fails the outcome is still
+   unknown: :func:`settle` raises ``CommitOutcomeUnknown`` (from the last
+   ``Unavailable``), never ``Unavailable`` — that would say nothing was
+   written and a blind retry is safe.
 2. ``version == expected_version + 1`` and the row is in the state the write
    produces (a transition: the target status, and its failure when one was
    sent; a chunk commit: status and exit code unchanged, counts advanced by
@@ -13,7 +16,12 @@ compare-and-swap that expected ``expected_version``:
    **applied**: carry on from the row read.
 3. ``version == expected_version`` ⇒ **not applied** (every committed
    mutation bumps the version): safe to send the same request again, once,
-   with the same expected version.
+   with the same expected version. The first request may still be running on
+   the server and commit after the re-read: then the resend meets
+   ``StaleVersion`` for this very write, so that answer is reconciled once
+   more — applied ⇒ the row read, anything else ⇒ superseded. A resend that
+   gets no answer at all (``Unavailable``) leaves the first request's outcome
+   open: ``CommitOutcomeUnknown``.
 4. Anything else ⇒ **superseded**: someone else wrote; never retry blindly —
    re-plan from the row read, as after ``StaleVersion``.
 
@@ -31,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from oxide_batch.client.models import Execution, Step, StepState
-from oxide_batch.domain.errors import CommitOutcomeUnknown, Unavailable
+from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.domain.status import BatchStatus
@@ -135,19 +143,41 @@ def settle(
     reconcile: Callable[[], Reconciliation[T]] | None,
 ) -> T:
     """``send()``; on ``CommitOutcomeUnknown`` (when ``reconcile`` is given) apply
-    the rule: applied → the row read; not applied → ``send()`` once more (a
-    second unknown outcome propagates); superseded → ``Superseded``."""
+    the rule: applied → the row read; not applied → ``send()`` once more;
+    superseded → ``Superseded``. A second unknown outcome propagates; re-reads
+    that all fail, or a resend never answered, raise ``CommitOutcomeUnknown``;
+    a resend refused as ``StaleVersion`` is reconciled again (applied → the row
+    read, otherwise ``Superseded``)."""
     try:
         return send()
     except CommitOutcomeUnknown:
         if reconcile is None:
             raise
-    found = reconcile()
+    found = _still_unknown_unless(reconcile)
     if found.outcome is Outcome.APPLIED:
         return found.current
-    if found.outcome is Outcome.NOT_APPLIED:
+    if found.outcome is Outcome.SUPERSEDED:
+        raise Superseded(expected_version, found.current)
+    try:
         return send()
+    except StaleVersion:
+        # The first request may have committed after the re-read saw it unapplied.
+        pass
+    except Unavailable as lost:
+        # The resend did nothing, but the first request may yet commit.
+        raise CommitOutcomeUnknown() from lost
+    found = _still_unknown_unless(reconcile)
+    if found.outcome is Outcome.APPLIED:
+        return found.current
     raise Superseded(expected_version, found.current)
+
+
+def _still_unknown_unless(reconcile: Callable[[], Reconciliation[T]]) -> Reconciliation[T]:
+    """``reconcile()``; re-reads that gave up leave the write's outcome unknown."""
+    try:
+        return reconcile()
+    except Unavailable as unanswered:
+        raise CommitOutcomeUnknown() from unanswered
 
 
 class _Reads(Protocol):
@@ -176,9 +206,13 @@ class ReconcilingReads:
         (again while ``Unavailable``, bounded) and classify it — applied at
         ``expected_version + 1`` in ``status``, not applied at ``expected_version``,
         superseded otherwise."""
-        current = reread(lambda: self.execution(execution_id), attempts=self.reread_attempts)
-        outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
-        return Reconciliation(outcome, current)
+        return _reconcile_transition(
+            lambda: self.execution(execution_id),
+            self.reread_attempts,
+            expected_version,
+            status,
+            failure,
+        )
 
     def reconcile_step_transition(
         self: _Reads,
@@ -189,9 +223,9 @@ class ReconcilingReads:
         failure: FailureSummary | None = None,
     ) -> Reconciliation[Step]:
         """:meth:`reconcile_transition` for a step."""
-        current = reread(lambda: self.step(step_id), attempts=self.reread_attempts)
-        outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
-        return Reconciliation(outcome, current)
+        return _reconcile_transition(
+            lambda: self.step(step_id), self.reread_attempts, expected_version, status, failure
+        )
 
     def reconcile_chunk(
         self: _Reads,
@@ -214,6 +248,21 @@ class ReconcilingReads:
             _state(context, EnvelopeKind.CONTEXT),
         )
         return Reconciliation(outcome, current)
+
+
+R = TypeVar("R", Execution, Step)
+
+
+def _reconcile_transition(
+    read: Callable[[], R],
+    attempts: int,
+    expected_version: int,
+    status: BatchStatus | str,
+    failure: FailureSummary | None,
+) -> Reconciliation[R]:
+    current = reread(read, attempts=attempts)
+    outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
+    return Reconciliation(outcome, current)
 
 
 def _deltas(counts: ExecutionCounts | Mapping[str, int] | None) -> ExecutionCounts:

@@ -9,8 +9,8 @@ write applied (:mod:`oxide_batch.client.reconcile` states the rule);
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib import parse
 
 from oxide_batch.client.errors import ApiError
@@ -33,6 +33,7 @@ from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
 Ref = int | Execution | Step
+R = TypeVar("R", Execution, Step)
 
 
 def _id(ref: Ref) -> int:
@@ -166,10 +167,37 @@ class RuntimeClient(ReconcilingReads, ApiTransport):
     ) -> Execution:
         """CAS transition. ``reconcile`` settles a ``CommitOutcomeUnknown`` by
         :meth:`reconcile_transition` (see :func:`~oxide_batch.client.reconcile.settle`)."""
+        return self._transition(
+            f"executions/{_id(execution)}/transition",
+            Execution.from_json,
+            lambda: self.reconcile_transition(
+                _id(execution), expected_version, status, failure=failure
+            ),
+            expected_version,
+            status,
+            failure=failure,
+            terminal_rollback=terminal_rollback,
+            reconcile=reconcile,
+        )
 
-        def send() -> Execution:
+    def _transition(
+        self,
+        path: str,
+        parse_row: Callable[[Any], R],
+        reread: Callable[[], Reconciliation[R]],
+        expected_version: int,
+        status: BatchStatus | str,
+        *,
+        failure: FailureSummary | None,
+        terminal_rollback: bool,
+        reconcile: bool,
+    ) -> R:
+        """The CAS transition of an execution or a step, settled by ``reread``
+        when ``reconcile``."""
+
+        def send() -> R:
             _, document = self._post(
-                f"executions/{_id(execution)}/transition",
+                path,
                 {
                     "expected_version": expected_version,
                     "status": BatchStatus(status).value,
@@ -177,12 +205,7 @@ class RuntimeClient(ReconcilingReads, ApiTransport):
                     "terminal_rollback": terminal_rollback,
                 },
             )
-            return Execution.from_json(document)
-
-        def reread() -> Reconciliation[Execution]:
-            return self.reconcile_transition(
-                _id(execution), expected_version, status, failure=failure
-            )
+            return parse_row(document)
 
         return settle(send, expected_version, reread if reconcile else None)
 
@@ -242,25 +265,18 @@ class RuntimeClient(ReconcilingReads, ApiTransport):
         reconcile: bool = False,
     ) -> Step:
         """CAS transition of a step; ``reconcile`` as for :meth:`transition`."""
-
-        def send() -> Step:
-            _, document = self._post(
-                f"steps/{_id(step)}/transition",
-                {
-                    "expected_version": expected_version,
-                    "status": BatchStatus(status).value,
-                    "failure": _failure(failure),
-                    "terminal_rollback": terminal_rollback,
-                },
-            )
-            return Step.from_json(document)
-
-        def reread() -> Reconciliation[Step]:
-            return self.reconcile_step_transition(
+        return self._transition(
+            f"steps/{_id(step)}/transition",
+            Step.from_json,
+            lambda: self.reconcile_step_transition(
                 _id(step), expected_version, status, failure=failure
-            )
-
-        return settle(send, expected_version, reread if reconcile else None)
+            ),
+            expected_version,
+            status,
+            failure=failure,
+            terminal_rollback=terminal_rollback,
+            reconcile=reconcile,
+        )
 
     def step_exit_status(self, step: Ref, expected_version: int, exit_code: str) -> Step:
         _, document = self._post(

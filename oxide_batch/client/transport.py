@@ -64,12 +64,9 @@ class ApiTransport:
                 payload = response.read()
         except urlerror.HTTPError as answer:
             status, payload = answer.code, answer.read()
-            try:
-                self._raise_problem(status, payload, mutating)
-            except Throttled as throttled:
-                # The wait is a header, not a member of the problem document.
-                throttled.retry_after = retry_after_seconds(answer.headers.get("Retry-After"))
-                raise
+            # The wait is a header, not a member of the problem document.
+            retry_after = retry_after_seconds(answer.headers.get("Retry-After"))
+            self._raise_problem(status, payload, mutating, retry_after=retry_after)
         except urlerror.URLError as failure:
             # Nothing was answered: connect or send failed.
             raise Unavailable() from failure
@@ -81,16 +78,20 @@ class ApiTransport:
         return status, json.loads(payload) if payload else None
 
     @staticmethod
-    def _raise_problem(status: int, payload: bytes, mutating: bool) -> None:
+    def _raise_problem(
+        status: int, payload: bytes, mutating: bool, *, retry_after: float | None = None
+    ) -> None:
+        """Raise the error an error answer stands for (``retry_after``: its
+        ``Retry-After`` in seconds, for :class:`Throttled`)."""
         try:
             document = json.loads(payload)
         except ValueError:
             document = None
         if isinstance(document, Mapping) and "code" in document:
-            raise error_from_problem(status, document)
+            raise error_from_problem(status, document, retry_after=retry_after)
         if status == THROTTLED_STATUS:
             # Not the API's own answer (a proxy's rate limit): throttled all the same.
-            raise Throttled("throttled", f"HTTP {status}", {})
+            raise Throttled("throttled", f"HTTP {status}", {}, retry_after)
         if status >= 500:
             # Not the API's own answer (a proxy, a crash): outcome unknown for a mutation.
             raise CommitOutcomeUnknown() if mutating else Unavailable()

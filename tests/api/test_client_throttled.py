@@ -18,7 +18,7 @@ from django.core.cache import caches
 from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.api.throttling import THROTTLE_CACHE
 from oxide_batch.client import ApiError, OperatorClient, RuntimeClient, Throttled
-from oxide_batch.client.errors import retry_after_seconds
+from oxide_batch.client.errors import error_from_problem, retry_after_seconds
 from tests.live import token_for
 
 RATE, LIMIT = "2/min", 2
@@ -103,6 +103,16 @@ def test_a_429_that_is_not_a_problem_is_throttled_too(
     else:
         assert wait is not None
         assert low <= wait <= high, wait
+
+
+def test_a_throttled_problem_carries_the_retry_after_it_is_given() -> None:
+    problem = {"type": "about:blank", "status": 429, "code": "throttled", "detail": "wait"}
+    error = error_from_problem(429, problem, retry_after=7.0)
+    assert isinstance(error, Throttled)
+    assert (error.code, error.retry_after) == ("throttled", 7.0)
+    unset = error_from_problem(429, problem)
+    assert isinstance(unset, Throttled)
+    assert unset.retry_after is None
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,18 @@
 PostgreSQL: whether the server received the COMMIT or not, the caller sees the
 same ``CommitOutcomeUnknown`` — one cut applied the write, the other did not,
 which is exactly why the outcome is indeterminate. The client tells them apart
-by re-reading (``RuntimeClient.reconcile_*``), never by repeating blindly."""
+by re-reading (``RuntimeClient.reconcile_*``), never by repeating blindly. A
+COMMIT held at the proxy (the request still running when the client gave up on
+it) shows the rule's edges: re-reads that all fail leave the outcome unknown,
+and a resend may meet the first request's late commit as ``stale_version``."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
 import pytest
 
 from oxide_batch import models
@@ -13,13 +21,13 @@ from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import Outcome, RuntimeClient, Step
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.domain import BatchStatus, LifecycleTransition
-from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion
+from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
 from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
 from tests.faults.proxy import COMMIT, FaultProxy
-from tests.faults.support import post, stored
+from tests.faults.support import in_background, post, stored
 from tests.helpers import launch
-from tests.live import token_for
+from tests.live import database_url, gunicorn, token_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
@@ -180,3 +188,91 @@ def test_reconcile_true_settles_either_cut_with_exactly_one_write(
     assert (stopping.status, stopping.version) == (S.STOPPING, execution.version + 1)
     assert stored(direct, models.JobExecution, execution.id) == ("STOPPING", stopping.version)
     assert client.checkpoint(step).step.counts == step.counts.plus(DELTA)  # counted once
+
+
+# -- a COMMIT held past the client's patience ---------------------------------------
+
+# The client's timeout (seconds) while the first request is held: short where
+# every request it waits for is held; longer where the resend must be answered
+# once the hold is released.
+BRIEF, PATIENT = 1.0, 3.0
+
+
+def lock_waiter(direct: psycopg.Connection[Any]) -> bool:
+    """Whether a session of the test database comes to wait on a lock (20 s)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        row = direct.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).fetchone()
+        if row is not None and row[0] > 0:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def committed(direct: psycopg.Connection[Any], pk: int, expected: tuple[str, int]) -> bool:
+    """Whether the execution comes to be stored as ``expected`` (10 s)."""
+    deadline = time.monotonic() + 10
+    while stored(direct, models.JobExecution, pk) != expected:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def single(proxy: FaultProxy) -> Iterator[str]:
+    """gunicorn with one worker of one thread through ``proxy``: while a request
+    is held there, every other one waits."""
+    with gunicorn(
+        database=database_url(port=proxy.port),
+        workers=1,
+        threads=1,
+        environment={"OXIDE_BATCH_PG_PREPARE": "false"},
+    ) as url:
+        yield url
+
+
+def test_rereads_that_all_fail_leave_the_outcome_unknown_and_the_write_commits_later(
+    single: str, proxy: FaultProxy, direct
+):
+    token = token_for("runner", RUNTIME)
+    _, execution = RuntimeClient(single, token, timeout=20).launch("cut_job", {"run": "1"})
+    client = RuntimeClient(single, token, timeout=BRIEF)
+    client.reread_attempts = 2
+    hold = proxy.hold(COMMIT)
+
+    # The transition times out at its COMMIT; both re-reads queue behind it.
+    with pytest.raises(CommitOutcomeUnknown) as raised:
+        client.transition(execution, execution.version, S.STARTED, reconcile=True)
+    assert hold.reached.wait(10)
+    assert isinstance(raised.value.__cause__, Unavailable)
+    assert stored(direct, models.JobExecution, execution.id) == ("STARTING", execution.version)
+
+    # Why not Unavailable ("nothing was done, retry"): the write then commits.
+    hold.release()
+    assert committed(direct, execution.id, ("STARTED", execution.version + 1))
+
+
+def test_a_resend_meeting_the_first_request_committed_late_settles_as_applied(
+    served: str, proxy: FaultProxy, direct
+):
+    token = token_for("runner", RUNTIME)
+    _, execution = RuntimeClient(served, token, timeout=20).launch("cut_job", {"run": "1"})
+    client = RuntimeClient(served, token, timeout=PATIENT)
+    hold = proxy.hold(COMMIT)
+    settled = in_background(
+        lambda: client.transition(execution, execution.version, S.STARTED, reconcile=True)
+    )
+    assert hold.reached.wait(10)
+    # The first request times out; the re-read sees the row untouched (not
+    # applied); the resend waits on the row lock the held request keeps.
+    assert lock_waiter(direct)
+    assert stored(direct, models.JobExecution, execution.id) == ("STARTING", execution.version)
+    hold.release()  # the first request commits; the resend is then stale
+
+    started = settled.result(timeout=30)
+    assert (started.status, started.version) == (S.STARTED, execution.version + 1)
+    assert stored(direct, models.JobExecution, execution.id) == ("STARTED", started.version)

@@ -1,7 +1,9 @@
 """The reconciliation rule after ``CommitOutcomeUnknown`` (no server): applied
 only at ``expected + 1`` in the state the write produces, not applied at
 ``expected``, superseded otherwise; re-reads retried while ``Unavailable``,
-bounded; at most one resend, and never after "applied" or "superseded"."""
+bounded, and when they give up the outcome is still unknown; at most one
+resend, never after "applied" or "superseded"; a resend refused as stale is
+reconciled once more (the first request may have committed late)."""
 
 from __future__ import annotations
 
@@ -219,3 +221,104 @@ def test_without_reconcile_the_unknown_outcome_propagates():
     with pytest.raises(CommitOutcomeUnknown):
         settle(send, 4, None)
     assert send.sent == 1
+
+
+def test_settle_lets_a_first_stale_version_propagate_without_reconciling():
+    reconciled: list[int] = []
+
+    def send() -> Execution:
+        raise StaleVersion(expected=4, actual=5)
+
+    def reconcile() -> Reconciliation[Execution]:
+        reconciled.append(1)
+        return Reconciliation(Outcome.APPLIED, APPLIED_ROW)
+
+    with pytest.raises(StaleVersion):
+        settle(send, 4, reconcile)
+    assert reconciled == []
+
+
+# -- when the re-reads give up, and when the resend meets stale_version --------------
+
+
+class Script:
+    """Answers (rows or errors to raise) given out in order; counts the calls."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_settle_reports_an_unknown_outcome_when_every_reread_is_unavailable():
+    send = Sender(1, APPLIED_ROW)
+    read = Script(Unavailable(), Unavailable(), Unavailable())
+    pauses: list[float] = []
+
+    def reconcile() -> Reconciliation[Execution]:
+        current = reread(read, attempts=3, sleep=pauses.append)
+        return Reconciliation(transition_outcome(current, 4, S.STARTED), current)
+
+    # Not Unavailable ("nothing was answered, a retry is safe"): the write may
+    # have committed.
+    with pytest.raises(CommitOutcomeUnknown) as raised:
+        settle(send, 4, reconcile)
+    assert isinstance(raised.value.__cause__, Unavailable)
+    assert (read.calls, pauses) == (3, [0.25, 0.5])
+    assert send.sent == 1  # never resent on an unknown
+
+
+def test_settle_finds_its_own_late_commit_when_the_resend_is_stale():
+    # The re-read saw the row untouched while the first request still ran;
+    # it committed before the resend arrived.
+    send = Script(CommitOutcomeUnknown(), StaleVersion(expected=4, actual=5))
+    reconcile = Script(
+        Reconciliation(Outcome.NOT_APPLIED, row()),
+        Reconciliation(Outcome.APPLIED, APPLIED_ROW),
+    )
+    assert settle(send, 4, reconcile) == APPLIED_ROW
+    assert (send.calls, reconcile.calls) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        Reconciliation(Outcome.SUPERSEDED, row(version=5, status=S.STOPPING)),
+        Reconciliation(Outcome.SUPERSEDED, row(version=6, status=S.STARTED)),
+        # Impossible after a stale resend (versions only grow); not ours all the same.
+        Reconciliation(Outcome.NOT_APPLIED, row()),
+    ],
+)
+def test_settle_raises_superseded_when_the_stale_resend_met_someone_else(second):
+    send = Script(CommitOutcomeUnknown(), StaleVersion(expected=4, actual=5), APPLIED_ROW)
+    reconcile = Script(Reconciliation(Outcome.NOT_APPLIED, row()), second)
+    with pytest.raises(Superseded) as raised:
+        settle(send, 4, reconcile)
+    assert (raised.value.expected_version, raised.value.current) == (4, second.current)
+    assert (send.calls, reconcile.calls) == (2, 2)  # never a third send
+
+
+def test_settle_reports_an_unknown_outcome_when_the_reread_after_a_stale_resend_gives_up():
+    send = Script(CommitOutcomeUnknown(), StaleVersion(expected=4, actual=5))
+    reconcile = Script(Reconciliation(Outcome.NOT_APPLIED, row()), Unavailable())
+    with pytest.raises(CommitOutcomeUnknown) as raised:
+        settle(send, 4, reconcile)
+    assert isinstance(raised.value.__cause__, Unavailable)
+    assert (send.calls, reconcile.calls) == (2, 2)
+
+
+def test_settle_reports_an_unknown_outcome_when_the_resend_is_not_answered():
+    # The resend did nothing, but the first request may still commit: a blind
+    # retry could meet it as stale_version.
+    send = Script(CommitOutcomeUnknown(), Unavailable())
+    reconcile = Script(Reconciliation(Outcome.NOT_APPLIED, row()))
+    with pytest.raises(CommitOutcomeUnknown) as raised:
+        settle(send, 4, reconcile)
+    assert isinstance(raised.value.__cause__, Unavailable)
+    assert (send.calls, reconcile.calls) == (2, 1)

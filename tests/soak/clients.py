@@ -47,10 +47,12 @@ class _Metered(ApiTransport):
         self.ledger.call(Call(operation, status, None, time.perf_counter() - started))
         return status, document
 
-    def _raise_problem(self, status: int, payload: bytes, mutating: bool) -> None:  # type: ignore[override]
+    def _raise_problem(  # type: ignore[override]
+        self, status: int, payload: bytes, mutating: bool, *, retry_after: float | None = None
+    ) -> None:
         # The base class forgets the HTTP status once it raised the typed error.
         self._answered = status
-        ApiTransport._raise_problem(status, payload, mutating)
+        ApiTransport._raise_problem(status, payload, mutating, retry_after=retry_after)
 
 
 class MeteredRuntime(_Metered, RuntimeClient):
