@@ -1,17 +1,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER, ensure_roles
-from tests.api.support import Runtime
+from oxide_batch.api.roles import ensure_roles
+from tests.api.hostile.world import World, build_world
+from tests.api.support import GROUP_OF, ROLES, Runtime, make_user, role_clients, token_client
 
-ROLES = ("anonymous", "nobody", "viewer", "runtime", "operator", "superuser")
-GROUP_OF = {"viewer": VIEWER, "runtime": RUNTIME, "operator": OPERATOR}
+# Other test modules import the builders from here too.
+__all__ = ["GROUP_OF", "ROLES", "make_user", "token_client"]
 
 
 @pytest.fixture(autouse=True)
@@ -20,35 +20,9 @@ def _roles(db: None) -> None:
     ensure_roles()
 
 
-def make_user(role: str) -> User | None:
-    if role == "anonymous":
-        return None
-    if role == "superuser":
-        return User.objects.create_superuser(f"{role}-user", password=None)
-    user = User.objects.create_user(f"{role}-user", password=None)
-    if role in GROUP_OF:
-        user.groups.add(Group.objects.get(name=GROUP_OF[role]))
-    return user
-
-
-def token_client(user: User | None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
-
-
 @pytest.fixture
 def client_for() -> Callable[[str], APIClient]:
-    made: dict[str, APIClient] = {}
-
-    def build(role: str) -> APIClient:
-        if role not in made:
-            made[role] = token_client(make_user(role))
-        return made[role]
-
-    return build
+    return role_clients()
 
 
 @pytest.fixture
@@ -65,3 +39,10 @@ def viewer(client_for: Callable[[str], APIClient]) -> Runtime:
 @pytest.fixture
 def operator(client_for: Callable[[str], APIClient]) -> Runtime:
     return Runtime(client_for("operator"))
+
+
+@pytest.fixture
+def world(db: None, monkeypatch: pytest.MonkeyPatch, settings: Any) -> World:
+    """Real rows for a valid request of every operation (the hostile-input and
+    mass-assignment tests), made by a superuser on a fixed clock."""
+    return build_world(monkeypatch, settings)

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+import pytest
+from django.contrib.auth.models import Group, User
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from oxide_batch.api import deps
+from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
+from oxide_batch.repository import FixedClock
+from tests.conftest import EPOCH
 
 API = "/api/v1"
+ROLES = ("anonymous", "nobody", "viewer", "runtime", "operator", "superuser")
+GROUP_OF = {"viewer": VIEWER, "runtime": RUNTIME, "operator": OPERATOR}
 INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 DIGEST = re.compile(r"[0-9a-f]{64}")
 PROBLEM_KEYS = {"type", "title", "status", "code", "detail"}
@@ -63,6 +73,46 @@ PARTITION_KEYS = {
 }
 COUNT_KEYS = {"read", "processed", "written", "filtered", "committed", "rolled_back"}
 FAILURE = {"category": "USER_COMPONENT", "failure_id": 7}
+
+
+def make_user(role: str) -> User | None:
+    """A user named ``<role>-user`` in the role's group (None: anonymous)."""
+    if role == "anonymous":
+        return None
+    if role == "superuser":
+        return User.objects.create_superuser(f"{role}-user", password=None)
+    user = User.objects.create_user(f"{role}-user", password=None)
+    if role in GROUP_OF:
+        user.groups.add(Group.objects.get(name=GROUP_OF[role]))
+    return user
+
+
+def token_client(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def role_clients() -> Callable[[str], APIClient]:
+    """A token client per role, made (with its user) on first use; the groups
+    must exist."""
+    made: dict[str, APIClient] = {}
+
+    def build(role: str) -> APIClient:
+        if role not in made:
+            made[role] = token_client(make_user(role))
+        return made[role]
+
+    return build
+
+
+def fixed_api_clock(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
+    """The API's clock, fixed at EPOCH (recovery staleness, purge ages)."""
+    clock = FixedClock(EPOCH)
+    monkeypatch.setattr(deps, "clock", clock)
+    return clock
 
 
 def url(path: str) -> str:

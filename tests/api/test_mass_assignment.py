@@ -26,29 +26,16 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from django.apps import apps
 
-from tests.api.support import url
-from tests.api.test_hostile import (
-    BODY_OPERATIONS,
-    TOKEN,
-    Attack,
-    Operation,
-    Target,
-    Verdicts,
-    World,
-    _replace,
-    build_world,
-    encode,
-    example,
-    members,
-    resolve,
-    schema,
-    valid_request,
-)
+from tests.api.hostile.recipes import valid_request
+from tests.api.hostile.schema import BODY_OPERATIONS, Operation, example, resolve, schema
+from tests.api.hostile.values import members, replace_at, value_at
+from tests.api.hostile.verdicts import Attack, Verdicts, encode, send
+from tests.api.hostile.world import TOKEN, World
 
 # Aliases a client might try that no representation spells this way.
 ALIASES: dict[str, Any] = {
@@ -102,26 +89,9 @@ def extras_for(op: Operation) -> dict[str, Any]:
 def nested_objects(op: Operation, body: dict[str, Any]) -> Iterator[str]:
     """Dotted paths of the nested request objects present in ``body``."""
     for path, node in members(op.body or {}, body):
-        value = _get(body, path)
+        value = value_at(body, path)
         if node.get("type") == "object" and "properties" in node and isinstance(value, dict):
             yield path
-
-
-def _get(value: Any, path: str) -> Any:
-    for part in path.split("."):
-        value = value[int(part)] if part.isdigit() else value[part]
-    return value
-
-
-@pytest.fixture
-def world(db: None, monkeypatch: pytest.MonkeyPatch, settings: Any) -> World:
-    return build_world(monkeypatch, settings)
-
-
-def send(world: World, op: Operation, target: Target, body: Any) -> Any:
-    return world.client.generic(
-        op.method, url(target.path), cast(Any, encode(body)), content_type="application/json"
-    )
 
 
 def refused_members(response: Any) -> dict[str, list[str]]:
@@ -172,8 +142,8 @@ def test_a_member_that_sets_protected_state_is_refused(world: World, op: Operati
     ]
     for path in nested_objects(op, target.body):
         for name in NESTED:
-            nested = {**_get(target.body, path), name: PROTECTED[name]}
-            attempts.append((f"{path}.{name}", _replace(target.body, path, nested)))
+            nested = {**value_at(target.body, path), name: PROTECTED[name]}
+            attempts.append((f"{path}.{name}", replace_at(target.body, path, nested)))
     for path, body in attempts:
         response = verdicts.send(Attack(f"+{path}", op.method, target.path, encode(body)))
         if response.status_code == 400 and not names_unknown(refused_members(response), path):

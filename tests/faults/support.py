@@ -10,7 +10,7 @@ from urllib import error as urlerror
 from urllib import request as urlrequest
 
 import psycopg
-from django.db import connections, models
+from django.db import connection, connections, models
 
 T = TypeVar("T")
 
@@ -52,3 +52,11 @@ def in_background(work: Callable[[], T]) -> Future[T]:
     future = pool.submit(run)
     pool.shutdown(wait=False)
     return future
+
+
+def isolate(level: str) -> None:
+    """The isolation of the transaction just begun (before its first read)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+        cursor.execute("SHOW transaction_isolation")
+        assert cursor.fetchone()[0] == level.lower()

@@ -27,8 +27,7 @@ from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository import hooks
 from tests.concurrency.support import run_in_threads
 from tests.faults.proxy import COMMIT, FaultProxy
-from tests.faults.support import post, stored
-from tests.faults.test_deadlock import isolate
+from tests.faults.support import isolate, post, stored
 from tests.helpers import key, launch
 from tests.live import token_for
 from tests.observability.conftest import Capture, Events

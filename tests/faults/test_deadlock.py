@@ -1,8 +1,10 @@
 """Deadlocks and serialization failures forced on a real PostgreSQL.
 
 A deadlock between an API request (gunicorn) and an administrator's transaction:
-the request is the victim, answers 409 ``concurrent_modification`` (never 500),
-writes nothing, the administrator commits and the same request retried succeeds.
+the request is the victim (PostgreSQL counts the deadlock; the server's lock
+timeout is far longer, so it is not a timeout), answers 409
+``concurrent_modification`` (never 500), writes nothing, the administrator
+commits and the same request retried succeeds.
 Serialization failures of units of work at SERIALIZABLE and REPEATABLE READ are
 ``ConcurrentModification`` with nothing partial — the refused COMMIT included
 (a refusal the server explained is not an unknown outcome). The repository-level
@@ -10,18 +12,14 @@ lock timeout and crosswise deadlock are in tests/concurrency/test_faults.py."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib import error as urlerror
-from urllib import request as urlrequest
 
 import psycopg
 import pytest
-from django.db import connection
 
 from oxide_batch import models
 from oxide_batch.api.roles import OPERATOR
@@ -31,35 +29,30 @@ from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import ConcurrentModification
 from oxide_batch.repository import DjangoJobRepository, FixedClock, faults
 from tests.concurrency.support import admin_connection, run_in_threads
+from tests.faults.support import in_background, isolate, post
 from tests.helpers import key, launch, move
 from tests.live import gunicorn, token_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
 WAIT_DEADLINE = 10.0
+STATS_DEADLINE = 15.0  # a backend flushes its counters within ~1 s of going idle
 SERIALIZATION_FAILURE = "40001"
+# The admin's own detector, were the request's to miss the cycle: the admin
+# would then be the victim and the test fail, instead of passing on a timeout.
+ADMIN_DEADLOCK_TIMEOUT_S = 10
+# The server's lock timeout, far past the admin's detector: a request aborted
+# by lock_timeout (55P03, also a 409 concurrent_modification) cannot pass here.
+SERVER_LOCK_TIMEOUT = "30s"
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: None) -> Iterator[str]:
-    with gunicorn() as url:
+    with gunicorn(environment={"OXIDE_BATCH_LOCK_TIMEOUT": SERVER_LOCK_TIMEOUT}) as url:
         yield url
 
 
 # -- a deadlock with an API request ----------------------------------------------------
-
-
-def post(url: str, token: str, body: Any) -> tuple[int, dict[str, str], Any]:
-    call = urlrequest.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urlrequest.urlopen(call, timeout=30) as answer:
-            return answer.status, dict(answer.headers), json.loads(answer.read())
-    except urlerror.HTTPError as answer:
-        return answer.code, dict(answer.headers), json.loads(answer.read())
 
 
 def orphan_with_a_step() -> tuple[int, int]:
@@ -89,11 +82,23 @@ def lock_waiter(watcher: psycopg.Connection[Any], table: str, besides: int) -> i
     raise AssertionError(f"no request blocked on {table}")
 
 
-def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    result: list[Any] = []
-    thread = threading.Thread(target=lambda: result.append(work()))
-    thread.start()
-    return thread, result
+def deadlocks(watcher: psycopg.Connection[Any]) -> int:
+    """The deadlocks PostgreSQL counted in the test database, read afresh."""
+    watcher.execute("SELECT pg_stat_clear_snapshot()")
+    row = watcher.execute(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def deadlocks_after(watcher: psycopg.Connection[Any], before: int) -> int:
+    """The count once it moved past ``before`` (a victim reports it when its
+    backend goes idle), or as it stands at the deadline."""
+    deadline = time.monotonic() + STATS_DEADLINE
+    while (count := deadlocks(watcher)) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return count
 
 
 def test_a_deadlock_with_an_admin_transaction_is_409_and_the_retry_succeeds(server):
@@ -114,14 +119,15 @@ def test_a_deadlock_with_an_admin_transaction_is_409_and_the_retry_succeeds(serv
 
     with admin_connection() as admin, admin_connection() as watcher:
         admin_pid = admin.info.backend_pid
+        deadlocks_before = deadlocks(watcher)
         with admin.transaction():
             # The server's backends keep the default 1 s, counted from when the
             # request starts waiting; the admin closes the cycle milliseconds after
             # seeing it wait, so the request's detector runs first and aborts it.
-            admin.execute("SET LOCAL deadlock_timeout = '10s'")
+            admin.execute(f"SET LOCAL deadlock_timeout = '{ADMIN_DEADLOCK_TIMEOUT_S}s'")
             admin.execute("SELECT 1 FROM ob_step_execution WHERE id = %s FOR UPDATE", (step_id,))
             # Recovery locks the execution, then its steps: it blocks on ours.
-            request, answers = in_thread(lambda: post(url, token, body))
+            answer = in_background(lambda: post(url, token, body))
             lock_waiter(watcher, "ob_step_execution", admin_pid)
             began = time.monotonic()
             # Now the admin wants the execution the request holds: a cycle.
@@ -132,10 +138,12 @@ def test_a_deadlock_with_an_admin_transaction_is_409_and_the_retry_succeeds(serv
             admin.execute(
                 "UPDATE ob_step_execution SET exit_code = 'ADMIN_NOTE' WHERE id = %s", (step_id,)
             )
-        request.join(30)
-        assert not request.is_alive()
+        status, headers, document = answer.result(timeout=30)
+        # A deadlock, detected by the request's backend: not a lock timeout (30 s
+        # on the server), not the admin's detector (that would have raised here).
+        assert deadlocks_after(watcher, deadlocks_before) == deadlocks_before + 1
+    assert waited < ADMIN_DEADLOCK_TIMEOUT_S, waited
 
-    status, headers, document = answers[0]
     assert status == 409, document
     assert headers["Content-Type"].startswith(PROBLEM_CONTENT_TYPE)
     assert document["code"] == "concurrent_modification", document
@@ -155,14 +163,6 @@ def test_a_deadlock_with_an_admin_transaction_is_409_and_the_retry_succeeds(serv
 
 
 # -- serialization failures of units of work ----------------------------------------------
-
-
-def isolate(level: str) -> None:
-    """The isolation of the transaction just begun (before its first read)."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
-        cursor.execute("SHOW transaction_isolation")
-        assert cursor.fetchone()[0] == level.lower()
 
 
 def sqlstate(error: BaseException) -> str | None:

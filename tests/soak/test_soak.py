@@ -69,6 +69,8 @@ HTTP_TIMEOUT = 20.0
 JOIN_GRACE = 90.0  # past the deadline: one HTTP call or one purge command in flight
 PURGE_INTERVAL = 1.0
 OPERATOR_NAME = "soak-operator"
+# Operator actions every run must have applied (new requests, not replays).
+EXERCISED_ACTIONS = ("STOP", "RECOVER", "HOLD")
 ARTIFACT = ROOT / "var" / "test-artifacts" / "soak.json"
 
 
@@ -190,7 +192,10 @@ def test_a_bounded_soak_keeps_every_invariant(capsys: pytest.CaptureFixture[str]
     # A soak that did not exercise these proves nothing about them.
     assert ledger.lifecycles["completed"] > 0
     assert ledger.lifecycles["stopped"] > 0
-    assert Counter(e.outcome for e in ledger.operator)[APPLIED] > 0
+    new = Counter(e.kind for e in ledger.operator if e.replay_of is None and e.outcome == APPLIED)
+    assert all(new[kind] > 0 for kind in EXERCISED_ACTIONS), new
+    replays = Counter(e.outcome for e in ledger.operator if e.replay_of == "replay")
+    assert replays[REPLAYED] > 0, replays
     assert snapshot.rows_purged()[INSTANCE] > 0
 
 
