@@ -15,11 +15,12 @@ from django.db.models import F, Q
 from django.db.models.functions import Length
 from django.db.models.lookups import Exact, GreaterThanOrEqual, LessThanOrEqual
 
-from oxide_batch.domain.flow import FlowTransitionKind, TerminalKind
+from oxide_batch.domain.flow import STEP_SOURCED, FlowTransitionKind, TerminalKind
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus, FailureCategory
 
 FLOW_KINDS = [kind.value for kind in FlowTransitionKind]
 TERMINALS = [terminal.value for terminal in TerminalKind]
+STEP_SOURCED_KINDS = sorted(kind.value for kind in STEP_SOURCED)
 STATUS_CHOICES = [(status.value, status.value) for status in BatchStatus]
 CATEGORY_CHOICES = [(category.value, category.value) for category in FailureCategory]
 FINISHED = [status.value for status in BatchStatus if status.is_finished]
@@ -32,6 +33,16 @@ COUNT_COLUMNS = (
     "committed_count",
     "rolled_back_count",
 )
+
+
+def _length_between(column: str, maximum: int, name: str) -> models.CheckConstraint:
+    """``column`` holds 1..``maximum`` characters."""
+    return models.CheckConstraint(
+        condition=Q(
+            GreaterThanOrEqual(Length(column), 1), LessThanOrEqual(Length(column), maximum)
+        ),
+        name=name,
+    )
 
 
 def _execution_constraints(prefix: str) -> list[models.BaseConstraint]:
@@ -440,6 +451,35 @@ class FlowDecision(models.Model):
                 condition=Q(target_node_id__isnull=False, terminal__isnull=True)
                 | Q(target_node_id__isnull=True, terminal__isnull=False),
                 name="ob_flow_one_target",
+            ),
+            models.CheckConstraint(condition=Q(kind__in=FLOW_KINDS), name="ob_flow_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(terminal__isnull=True) | Q(terminal__in=TERMINALS),
+                name="ob_flow_terminal_valid",
+            ),
+            # The plan check refuses a step-sourced decision without its step.
+            models.CheckConstraint(
+                condition=~Q(kind__in=STEP_SOURCED_KINDS) | Q(source_step_execution__isnull=False),
+                name="ob_flow_step_sourced_has_step",
+            ),
+            # Character bounds: validated names are 1..N bytes, so 1..N characters
+            # (SQLite does not enforce max_length itself).
+            _length_between("source_node_id", 128, "ob_flow_source_node_length"),
+            _length_between("observed_outcome", 64, "ob_flow_outcome_length"),
+            models.CheckConstraint(
+                condition=Q(target_node_id__isnull=True)
+                | Q(
+                    GreaterThanOrEqual(Length("target_node_id"), 1),
+                    LessThanOrEqual(Length("target_node_id"), 128),
+                ),
+                name="ob_flow_target_node_length",
+            ),
+            models.CheckConstraint(
+                condition=Exact(Length("plan_fingerprint"), 64),
+                name="ob_flow_fingerprint_length",
+            ),
+            models.CheckConstraint(
+                condition=Exact(Length("input_digest"), 64), name="ob_flow_input_digest_length"
             ),
         ]
         indexes = [

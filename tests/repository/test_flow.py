@@ -29,7 +29,7 @@ from oxide_batch.domain.flow import (
 )
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.repository.flow import FLOW_DECISION_COLUMNS, flow_decision_from_row
-from tests.conftest import on_postgres
+from tests.conftest import EPOCH, on_postgres
 from tests.helpers import key, launch, move
 
 pytestmark = pytest.mark.django_db
@@ -780,49 +780,94 @@ def test_flow_decisions_come_in_sequence_order(repo, flow):
 @pytest.mark.parametrize(
     ("column", "value"),
     [
-        ("kind", "TELEPORT"),
-        ("terminal", "EXPLODE"),
-        ("input_digest", "not-hex"),
         ("plan_fingerprint", "A" * 64),
+        ("input_digest", "g" * 64),
         ("source_node_id", " padded"),
-        ("observed_outcome", ""),
+        ("observed_outcome", "TAB\tBED"),
+        ("target_node_id", "route "),
     ],
 )
 def test_an_unreadable_stored_decision_is_flow_state_corrupt(repo, flow, column, value):
+    """Values the check constraints let through (they bound lengths, not
+    characters) but the reader refuses: the read fails closed."""
     first = load_exit(repo, flow)
-    changes = {column: value}
-    if column == "terminal":
-        changes["target_node_id"] = None
-    models.FlowDecision.objects.filter(pk=first.id).update(**changes)
+    models.FlowDecision.objects.filter(pk=first.id).update(**{column: value})
     with repo.begin() as uow, pytest.raises(FlowStateCorrupt):
         uow.flow_decisions(flow.execution.id)
 
 
 def test_an_unreadable_reusable_decision_is_flow_state_corrupt(repo, flow):
     first = load_exit(repo, flow)
-    models.FlowDecision.objects.filter(pk=first.id).update(target_node_id=None, terminal="LOOP")
+    models.FlowDecision.objects.filter(pk=first.id).update(target_node_id=" route")
     with repo.begin() as uow, pytest.raises(FlowStateCorrupt):
         uow.find_reusable_flow_decision(flow.instance_id, "load", flow.digest, INPUT, K.STEP_EXIT)
 
 
+def stored_row(**changes: Any) -> dict[str, Any]:
+    """A decision row as the repository reads it (valid unless ``changes`` break it)."""
+    row = {
+        "id": 7,
+        "job_execution_id": 3,
+        "sequence": 1,
+        "source_node_id": "load",
+        "source_step_execution_id": 5,
+        "kind": "STEP_EXIT",
+        "observed_outcome": "COMPLETED",
+        "target_node_id": "route",
+        "terminal": None,
+        "plan_fingerprint": OTHER_DIGEST,
+        "input_digest": INPUT,
+        "reused_decision_id": None,
+        "decided_at": EPOCH,
+    }
+    assert set(row) == set(FLOW_DECISION_COLUMNS)
+    return {**row, **changes}
+
+
+def test_the_row_decoder_reads_a_valid_row():
+    """The control for the fail-closed cases below."""
+    decision = flow_decision_from_row(stored_row())
+    assert (decision.id, decision.sequence, decision.kind) == (7, 1, K.STEP_EXIT)
+    assert decision.target == FlowTarget(node="route")
+    stopped = flow_decision_from_row(stored_row(target_node_id=None, terminal="STOP"))
+    assert stopped.target == FlowTarget(terminal=TerminalKind.STOP)
+
+
 @pytest.mark.parametrize(
-    ("target_node_id", "terminal_value"),
-    [("route", "COMPLETE"), (None, None)],
-    ids=["both", "neither"],
+    "changes",
+    [
+        {"kind": "TELEPORT"},
+        {"kind": "step_exit"},
+        {"kind": None},
+        {"target_node_id": None, "terminal": "EXPLODE"},
+        {"target_node_id": None, "terminal": "complete"},
+        {"terminal": "COMPLETE"},  # both targets
+        {"target_node_id": None},  # neither
+        {"target_node_id": ""},
+        {"sequence": 0},
+        {"sequence": -1},
+        {"sequence": None},
+        {"sequence": "1"},
+        {"source_node_id": ""},
+        {"source_node_id": "n" * 129},
+        {"source_node_id": None},
+        {"observed_outcome": ""},
+        {"observed_outcome": "X" * 65},
+        {"plan_fingerprint": "not-hex"},
+        {"plan_fingerprint": "a" * 63},
+        {"plan_fingerprint": "A" * 64},
+        {"input_digest": None},
+        {"input_digest": "1" * 65},
+    ],
+    ids=lambda changes: "-".join(f"{k}={str(v)[:12]}" for k, v in changes.items()),
 )
-def test_a_row_with_both_or_neither_target_is_flow_state_corrupt(
-    repo, flow, target_node_id, terminal_value
-):
-    """The check constraint keeps such rows out of the table; the reader still
-    fails closed on one (e.g. a row restored from a bad backup)."""
-    first = load_exit(repo, flow)
-    row = models.FlowDecision.objects.filter(pk=first.id).values(*FLOW_DECISION_COLUMNS).get()
-    row.update(target_node_id=target_node_id, terminal=terminal_value)
+def test_the_row_decoder_fails_closed(changes):
+    """The check constraints keep most of these out of the table (see
+    test_flow_constraints.py); the reader still refuses each one — a row
+    restored from a bad backup, or a schema migrated without them — rather
+    than guess."""
     with pytest.raises(FlowStateCorrupt):
-        flow_decision_from_row(row)
-    row["sequence"] = 0
-    with pytest.raises(FlowStateCorrupt):
-        flow_decision_from_row({**row, "target_node_id": "route", "terminal": None})
+        flow_decision_from_row(stored_row(**changes))
 
 
 # ------------------------------------------------------------------- query budgets
