@@ -198,8 +198,8 @@ def test_list_query_count_is_constant_without_count(
     few, _ = count_queries(viewer, path_of(grow(1)))
     many, statements = count_queries(viewer, path_of(grow(30)))
     assert few == many, (name, few, many)
-    # the token with its user, the batch permissions (one statement), one page query
-    assert many == 3, statements
+    # authentication (the token, its user and the batch permissions: one statement), one page
+    assert many == 2, statements
     assert not any("COUNT(" in sql.upper() for sql in statements), statements
 
 
@@ -215,4 +215,4 @@ def test_single_reads_are_one_query_after_authorization(
         "step": f"steps/{step['id']}",
     }[kind]
     total, statements = count_queries(viewer, path)
-    assert total == 3, statements  # token, permissions, the row
+    assert total == 2, statements  # authentication (one statement), the row
