@@ -1,8 +1,11 @@
 """The lifecycle table (SPEC §2.1) and compare-and-swap transitions.
 
-Rules are data: ``LEGAL_TRANSITIONS`` is the table, and every check runs in
-the order the spec fixes — stale version, restart-in-place, illegal pair,
-missing failure, transition time, version exhaustion.
+Rules are data: ``LEGAL_TRANSITIONS`` is the table, ``RUNTIME_JOB_TRANSITIONS``
+the part of it a runtime may use on a job execution. A transition checks, in
+the seed's order (``transition_execution`` / ``ExecutionMetadata::transition``):
+stale version, restart-in-place, illegal pair (the runtime's table for a
+runtime's job transition), transition time, count exhaustion, missing failure,
+version exhaustion.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ LEGAL_TRANSITIONS: Mapping[BatchStatus, frozenset[BatchStatus]] = {
     S.ABANDONED: frozenset(),
 }
 RESTARTABLE = frozenset({S.STOPPED, S.FAILED})
+# SPEC §2.1/§9: through the runtime API a runtime moves its own job executions,
+# but ABANDONED and leaving UNKNOWN are operator decisions. Steps follow the
+# full table.
+RUNTIME_JOB_TRANSITIONS: Mapping[BatchStatus, frozenset[BatchStatus]] = {
+    source: frozenset() if source is S.UNKNOWN else targets - {S.ABANDONED}
+    for source, targets in LEGAL_TRANSITIONS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -70,19 +80,16 @@ def validate_expected_version(expected: int, actual: int) -> None:
         raise StaleVersion(expected=expected, actual=actual)
 
 
-def validate_transition(current: BatchStatus, target: BatchStatus) -> None:
-    """Refuse a pair the table does not mark legal."""
+def validate_transition(
+    current: BatchStatus, target: BatchStatus, *, runtime_job: bool = False
+) -> None:
+    """Refuse a pair the table does not mark legal: a restart in place is
+    ``RestartRequiresNewAttempt``, anything else ``IllegalTransition`` — also a
+    pair only an operator may make when ``runtime_job``."""
     if target is S.STARTING and current in RESTARTABLE:
         raise RestartRequiresNewAttempt(from_status=current)
-    if target not in LEGAL_TRANSITIONS[current]:
-        raise IllegalTransition(from_status=current, to_status=target)
-
-
-def validate_runtime_job_transition(current: BatchStatus, target: BatchStatus) -> None:
-    """SPEC §2.1/§9: through the runtime API a runtime moves its own job
-    executions, but ABANDONED and leaving UNKNOWN are operator decisions
-    (``illegal_transition``). Steps follow the full table."""
-    if target is S.ABANDONED or current is S.UNKNOWN:
+    table = RUNTIME_JOB_TRANSITIONS if runtime_job else LEGAL_TRANSITIONS
+    if target not in table[current]:
         raise IllegalTransition(from_status=current, to_status=target)
 
 
@@ -99,12 +106,16 @@ def next_version(version: int) -> int:
 
 
 def transition_metadata(
-    metadata: ExecutionMetadata, transition: LifecycleTransition
+    metadata: ExecutionMetadata, transition: LifecycleTransition, *, runtime_job: bool = False
 ) -> ExecutionMetadata:
-    """Apply one legal transition; the exit code never changes."""
-    validate_transition(metadata.status, transition.target)
-    if transition.target is S.FAILED and transition.failure is None and metadata.failure is None:
-        raise FailedTransitionMissingFailure()
+    """Apply one legal transition; the exit code never changes.
+
+    Checks in the seed's order: the pair (``RestartRequiresNewAttempt``,
+    ``IllegalTransition``), the instant (``InvalidTransitionTime``), the
+    terminal rollback (``CountExhausted``), then the failure a FAILED target
+    needs, its own or the one carried forward (``FailedTransitionMissingFailure``).
+    """
+    validate_transition(metadata.status, transition.target, runtime_job=runtime_job)
     at = transition.at
     if at is None:
         raise ValueError("a transition must be stamped before it is applied")
@@ -117,14 +128,17 @@ def transition_metadata(
     counts = (
         metadata.counts.with_terminal_rollback()
         if transition.terminal_rollback
-        else (metadata.counts)
+        else metadata.counts
     )
+    failure = transition.failure or metadata.failure
+    if transition.target is S.FAILED and failure is None:
+        raise FailedTransitionMissingFailure()
     return ExecutionMetadata(
         status=transition.target,
         exit_code=metadata.exit_code,
         timestamps=ExecutionTimestamps(current.created_at, started_at, ended_at),
         counts=counts,
-        failure=transition.failure or metadata.failure,
+        failure=failure,
     )
 
 
@@ -136,14 +150,15 @@ def compare_and_transition(
     *,
     runtime_job: bool = False,
 ) -> tuple[ExecutionMetadata, int]:
-    """The whole CAS: version check first, then the rule, then the version bump.
+    """The whole CAS: the version check first (``StaleVersion``), then
+    :func:`transition_metadata`, then the version bump (``VersionExhausted``).
 
-    ``runtime_job`` adds the runtime's restriction on job executions.
+    ``runtime_job``: the transition is a runtime's, of a job execution — the
+    pair is checked against ``RUNTIME_JOB_TRANSITIONS``, in the pair check's
+    place (after the version, before the instant and the failure).
     """
     validate_expected_version(expected_version, version)
-    updated = transition_metadata(metadata, transition)
-    if runtime_job:
-        validate_runtime_job_transition(metadata.status, transition.target)
+    updated = transition_metadata(metadata, transition, runtime_job=runtime_job)
     return updated, next_version(version)
 
 

@@ -198,8 +198,10 @@ class ExecutionOperations(DefinitionOperations):
     ) -> JobExecution:
         """CAS transition: lock the row, check version and rule, write, bump the version.
 
-        ``by_runtime`` applies the runtime's restriction (SPEC §9): ABANDONED and
-        leaving UNKNOWN are operator decisions → ``IllegalTransition``.
+        ``by_runtime`` (the runtime API) applies the runtime's restriction
+        (SPEC §2.1/§9), under the same row lock and in the pair check's place of
+        ``compare_and_transition``: ABANDONED and leaving UNKNOWN are operator
+        decisions → ``IllegalTransition``.
         """
         return self._compare_and_swap(
             models.JobExecution,

@@ -110,14 +110,89 @@ def test_an_illegal_pair_is_reported_before_a_missing_failure():
         compare_and_transition(metadata_in(S.COMPLETED), 0, 0, _move(S.FAILED, failure=None))
 
 
-def test_a_missing_failure_is_reported_before_a_bad_transition_time():
-    with pytest.raises(FailedTransitionMissingFailure):
-        compare_and_transition(metadata_in(S.STARTED), 0, 0, _move(S.FAILED, 50, failure=None))
+# The seed's order (``transition_execution`` → ``ExecutionMetadata::transition`` →
+# ``ExecutionMetadata::new`` → ``ExecutionVersion::next``): version, pair, instant,
+# terminal rollback, missing failure, version exhaustion. Each case below breaks
+# two neighbouring rules at once and expects the earlier one.
+MAX_COUNTS = ExecutionCounts(rolled_back=MAX_I64)
 
 
-def test_a_bad_transition_time_is_reported_before_version_exhaustion():
-    with pytest.raises(InvalidTransitionTime):
-        compare_and_transition(metadata_in(S.STARTED), MAX_I64, MAX_I64, _move(S.COMPLETED, 50))
+@pytest.mark.parametrize("runtime_job", [False, True], ids=["full-table", "runtime-job"])
+@pytest.mark.parametrize(
+    ("source", "version", "transition", "counts", "expected"),
+    [
+        pytest.param(
+            S.STARTED,
+            0,
+            _move(S.FAILED, 100.5, failure=None),
+            None,
+            InvalidTransitionTime,
+            id="time-before-missing-failure",
+        ),
+        pytest.param(
+            S.STARTING,
+            0,
+            _move(S.FAILED, 99, failure=None),
+            None,
+            InvalidTransitionTime,
+            id="creation-time-before-missing-failure",
+        ),
+        pytest.param(
+            S.STARTED,
+            0,
+            _move(S.FAILED, 100.5, terminal_rollback=True),
+            MAX_COUNTS,
+            InvalidTransitionTime,
+            id="time-before-count",
+        ),
+        pytest.param(
+            S.STARTED,
+            0,
+            _move(S.FAILED, failure=None, terminal_rollback=True),
+            MAX_COUNTS,
+            CountExhausted,
+            id="count-before-missing-failure",
+        ),
+        pytest.param(
+            S.STARTED,
+            MAX_I64,
+            _move(S.FAILED, failure=None),
+            None,
+            FailedTransitionMissingFailure,
+            id="missing-failure-before-version-exhaustion",
+        ),
+        pytest.param(
+            S.STARTED,
+            MAX_I64,
+            _move(S.COMPLETED, 50),
+            None,
+            InvalidTransitionTime,
+            id="time-before-version-exhaustion",
+        ),
+        pytest.param(
+            S.COMPLETED,
+            0,
+            _move(S.FAILED, 50, failure=None),
+            None,
+            IllegalTransition,
+            id="illegal-pair-before-time-and-missing-failure",
+        ),
+        pytest.param(
+            S.FAILED,
+            0,
+            _move(S.STARTING, 50),
+            None,
+            RestartRequiresNewAttempt,
+            id="restart-in-place-before-time",
+        ),
+    ],
+)
+def test_of_two_broken_rules_the_seeds_first_check_wins(
+    source, version, transition, counts, expected, runtime_job
+):
+    metadata = metadata_in(source, counts=counts)
+    with pytest.raises(expected):
+        compare_and_transition(metadata, version, version, transition, runtime_job=runtime_job)
 
 
 # ----------------------------------------------------------------- failed transitions
@@ -403,6 +478,52 @@ def test_the_runtime_restriction_comes_after_the_version_check():
         compare_and_transition(
             metadata, 1, 0, LifecycleTransition(S.ABANDONED, at=at(103)), runtime_job=True
         )
+
+
+@pytest.mark.parametrize(
+    "transition",
+    [
+        pytest.param(LifecycleTransition(S.FAILED, at=at(103)), id="missing-failure"),
+        pytest.param(LifecycleTransition(S.FAILED, failure=failure(42), at=at(99)), id="time"),
+        pytest.param(LifecycleTransition(S.FAILED, at=at(99)), id="time-and-missing-failure"),
+        pytest.param(
+            LifecycleTransition(S.ABANDONED, at=at(99), terminal_rollback=True),
+            id="time-and-count",
+        ),
+    ],
+)
+def test_the_runtime_restriction_is_the_pair_check_before_time_count_and_failure(transition):
+    """The runtime's refusal is the pair check: it comes before the instant, the
+    count and the failure, so UNKNOWN → FAILED without a failure is
+    ``illegal_transition``, never ``failed_transition_missing_failure``."""
+    metadata = metadata_in(S.UNKNOWN, counts=MAX_COUNTS)
+    with pytest.raises(IllegalTransition) as error:
+        compare_and_transition(metadata, 0, 0, transition, runtime_job=True)
+    assert (error.value.from_status, error.value.to_status) == (S.UNKNOWN, transition.target)
+
+
+@pytest.mark.parametrize("source", [S.STOPPED, S.FAILED])
+def test_a_runtime_restart_in_place_is_still_restart_requires_new_attempt(source):
+    with pytest.raises(RestartRequiresNewAttempt):
+        compare_and_transition(metadata_in(source), 0, 0, _move(S.STARTING), runtime_job=True)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[_pair_id(pair) for pair in PAIRS])
+def test_a_runtime_job_transition_follows_the_table_minus_the_operator_decisions(pair):
+    source, target = pair
+    transition = _move(target)
+    runtime_legal = (
+        target in LEGAL[source] and target is not S.ABANDONED and source is not S.UNKNOWN
+    )
+    if runtime_legal:
+        updated, _ = compare_and_transition(metadata_in(source), 0, 0, transition, runtime_job=True)
+        assert updated.status is target
+    elif pair in RESTART_IN_PLACE:
+        with pytest.raises(RestartRequiresNewAttempt):
+            compare_and_transition(metadata_in(source), 0, 0, transition, runtime_job=True)
+    else:
+        with pytest.raises(IllegalTransition):
+            compare_and_transition(metadata_in(source), 0, 0, transition, runtime_job=True)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import runtime, selectors
+from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.filters import ExecutionFilter, apply_filters
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
@@ -163,7 +163,9 @@ class ExecutionTransitionView(BatchView):
     def post(self, request: Request, execution_id: int) -> Response:
         expected, transition = self.read(s.TransitionInput, request.data).to_domain()
         with self.repository().begin() as uow:
-            execution = runtime.transition_job_execution(uow, execution_id, expected, transition)
+            execution = uow.transition_job_execution(
+                execution_id, expected, transition, by_runtime=True
+            )
             record = selectors.with_extras(execution)
             uow.commit()
         return Response(s.execution_data(record))
