@@ -85,6 +85,8 @@ def bounded(rows: Iterable[Any]) -> tuple[list[Any], bool]:
 
 class ReadOnlyAdmin(admin.ModelAdmin[Any]):
     show_full_result_count = False
+    # Facets count every filter choice over the whole (filtered) table.
+    show_facets = admin.ShowFacets.NEVER
     paginator = BoundedCountPaginator
     list_per_page = 50
     change_list_template = "admin/oxide_batch/change_list.html"

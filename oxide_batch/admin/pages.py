@@ -28,6 +28,7 @@ from oxide_batch.admin.base import (
 from oxide_batch.admin.dashboard import dashboard_view
 from oxide_batch.admin.display import badge, duration, when, yes_no
 from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.job_names import JOB_NAMES_MAX, job_names
 from oxide_batch.repository import DjangoJobRepository
 
 COUNTS = models.COUNT_COLUMNS
@@ -62,19 +63,26 @@ class SearchByIdOrName:
 
 
 class JobNameFilter(admin.SimpleListFilter):
-    """Job names from the (small) definitions table, never a DISTINCT over executions."""
+    """Every job name of the page's own table, whatever definition its jobs were
+    launched on: one bounded index walk (:func:`oxide_batch.job_names.job_names`),
+    never a DISTINCT or COUNT over the table. Beyond :data:`JOB_NAMES_MAX` names
+    the list says it is truncated; a typed name (search, or ``?job_name=``)
+    still filters, and is shown as the selected choice."""
 
     title = "job name"
     parameter_name = "job_name"
+    template = "admin/oxide_batch/job_name_filter.html"
+    truncated = False
+    cap = JOB_NAMES_MAX
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = (
-            models.JobDefinition.objects.exclude(job_name=None)
-            .order_by("job_name")
-            .values_list("job_name", flat=True)
-            .distinct()[:100]
-        )
-        return [(name, name) for name in names if name]
+        found = job_names(model_admin.model, limit=self.cap)
+        self.truncated = found.truncated
+        names = list(found.names)
+        value = self.value()
+        if value and value not in names:
+            names.append(value)
+        return [(name, name) for name in names]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
