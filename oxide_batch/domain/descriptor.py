@@ -6,8 +6,6 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from oxide_batch.domain.errors import UnsupportedCapability
-
 DESCRIPTOR_VERSION = 1
 
 
@@ -36,8 +34,3 @@ class RepositoryDescriptor:
 
     def declares(self, capability: RepositoryCapability) -> bool:
         return capability in self.capabilities
-
-    def require(self, capability: RepositoryCapability) -> None:
-        """Raise ``UnsupportedCapability`` unless ``capability`` is declared."""
-        if capability not in self.capabilities:
-            raise UnsupportedCapability(capability=capability)

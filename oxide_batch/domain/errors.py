@@ -363,15 +363,6 @@ class VersionExhausted(LifecycleError):
         return f"execution version {self.version} cannot be incremented"
 
 
-@dataclass(eq=False)
-class AttemptIdentifierReused(LifecycleError):
-    code: ClassVar[str] = "attempt_identifier_reused"
-
-    @property
-    def message(self) -> str:
-        return "a restart attempt must not reuse the prior attempt's identifier"
-
-
 # ----------------------------------------------------------------------- repository
 
 
@@ -605,17 +596,6 @@ class PartitionStateCorrupt(RepositoryError):
     @property
     def message(self) -> str:
         return "durable partition state is unusable and no work may begin"
-
-
-@dataclass(eq=False)
-class DuplicateIdentifier(RepositoryError):
-    code: ClassVar[str] = "duplicate_identifier"
-    kind: str
-    value: int
-
-    @property
-    def message(self) -> str:
-        return f"{self.kind} identifier {self.value} already exists"
 
 
 @dataclass(eq=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
 from oxide_batch import models
 from oxide_batch.domain.canonical import parse_strict
 from oxide_batch.domain.definitions import (
@@ -54,7 +56,9 @@ class DefinitionOperations(UnitOfWorkBase):
 
         The same digest under a new label reuses the existing definition (which
         keeps its first label); a (job, revision) already bound to another
-        digest → ``DefinitionDrift``.
+        digest → ``DefinitionDrift``, whatever other revision shares the digest.
+        One insert (``ON CONFLICT DO NOTHING``) and one read of the rows either
+        unique key (revision, digest) of the job matches.
         """
         validate_name(job_name, NameKind.JOB)
         validate_name(revision, NameKind.REVISION)
@@ -70,12 +74,19 @@ class DefinitionOperations(UnitOfWorkBase):
                 "registered_at": self.now(),
             },
         )
-        row = (
+        # The insert conflicts on (job, revision) or on (job, digest): read both,
+        # so a revision bound elsewhere is seen even when the digest exists too.
+        rows = list(
             models.JobDefinition.objects.using(self._using)
-            .filter(job_name=job_name, manifest_digest=canonical.digest)
+            .filter(Q(revision=revision) | Q(manifest_digest=canonical.digest), job_name=job_name)
             .values(*DEFINITION_COLUMNS)
-            .first()
         )
+        if any(
+            row["revision"] == revision and row["manifest_digest"] != canonical.digest
+            for row in rows
+        ):
+            raise DefinitionDrift(job_name=job_name, revision=revision)
+        row = next((row for row in rows if row["manifest_digest"] == canonical.digest), None)
         if row is None:
             raise DefinitionDrift(job_name=job_name, revision=revision)
         return DefinitionRegistration(definition_from_row(row), created=new_id is not None)
@@ -132,6 +143,9 @@ class DefinitionOperations(UnitOfWorkBase):
                 "step_mapping": edge.mapping_json(),
                 "registered_at": self.now(),
             },
+            # Only the (from, to) key may make this a re-registration: the read
+            # below compares the row of exactly that key.
+            conflict_fields=("from_definition", "to_definition"),
         )
         if new_id is not None:
             return True

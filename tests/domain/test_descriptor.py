@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from oxide_batch.domain import RepositoryCapability, RepositoryDescriptor
-from oxide_batch.domain.errors import UnsupportedCapability
 
 C = RepositoryCapability
 ALL_CAPABILITIES = list(RepositoryCapability)
@@ -29,30 +28,19 @@ def test_a_descriptor_is_version_one_and_carries_its_schema_version():
 
 
 @pytest.mark.parametrize("capability", ALL_CAPABILITIES, ids=str)
-def test_a_descriptor_declaring_all_six_satisfies_every_requirement(capability):
+def test_a_descriptor_declaring_all_six_declares_each(capability):
     descriptor = RepositoryDescriptor.of(3, ALL_CAPABILITIES)
     assert descriptor.declares(capability) is True
-    assert descriptor.require(capability) is None
 
 
 @pytest.mark.parametrize("omitted", ALL_CAPABILITIES, ids=str)
-def test_omitting_one_capability_fails_only_its_requirement(omitted):
+def test_omitting_one_capability_undeclares_only_it(omitted):
     descriptor = RepositoryDescriptor.of(3, [c for c in ALL_CAPABILITIES if c is not omitted])
     assert descriptor.declares(omitted) is False
-    with pytest.raises(UnsupportedCapability) as caught:
-        descriptor.require(omitted)
-    assert caught.value.capability is omitted
-    assert omitted.value in str(caught.value)
-    for other in ALL_CAPABILITIES:
-        if other is not omitted:
-            assert descriptor.declares(other) is True
-            descriptor.require(other)
+    assert all(descriptor.declares(other) for other in ALL_CAPABILITIES if other is not omitted)
 
 
 @pytest.mark.parametrize("capability", ALL_CAPABILITIES, ids=str)
-def test_an_empty_descriptor_fails_every_requirement(capability):
-    descriptor = RepositoryDescriptor(schema_version=3)
-    assert descriptor.declares(capability) is False
-    with pytest.raises(UnsupportedCapability) as caught:
-        descriptor.require(capability)
-    assert caught.value.capability is capability
+def test_an_empty_descriptor_declares_nothing(capability):
+    """Declaring nothing is the safe claim: negotiation treats it as unavailable."""
+    assert RepositoryDescriptor(schema_version=3).declares(capability) is False
