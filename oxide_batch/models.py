@@ -270,6 +270,9 @@ class JobExecution(ExecutionFields):
     # The latest runtime write or owner observation (SPEC §9 activity), for the
     # indexed "unresolved" query; step writes are added when a proposal is made.
     last_activity_at = models.DateTimeField(null=True, blank=True)
+    # The recovery decision that resolved this execution (SPEC §10): the runtime
+    # is fenced from it (no audit row is referenced by a foreign key).
+    recovery_decision_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_execution"
@@ -319,6 +322,9 @@ class StepExecution(ExecutionFields):
     )
     step_name = models.CharField(max_length=128)
     node_id = models.CharField(max_length=128)
+    # The recovery decision that resolved this step to FAILED (SPEC §10): every
+    # later runtime write to it is refused.
+    recovery_decision_id = models.BigIntegerField(null=True, blank=True)
     # Envelopes as canonical JSON text with a SHA-256 checksum, verified on read.
     checkpoint = models.TextField(null=True, blank=True)  # noqa: DJ001
     checkpoint_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
@@ -545,6 +551,8 @@ class RecoveryDecision(AuditModel):
     operator_user_id = models.BigIntegerField(null=True, blank=True)
     evidence_digest = models.CharField(max_length=64)
     decided_at = models.DateTimeField()
+    # The unfinished steps this decision resolved to FAILED (ids, ascending).
+    resolved_step_ids = models.JSONField(default=list, blank=True)
 
     class Meta:
         db_table = "ob_recovery_decision"
@@ -653,12 +661,27 @@ class RetentionRecord(AuditModel):
     deleted_job_executions = models.BigIntegerField(default=0)
     deleted_job_instances = models.BigIntegerField(default=0)
     changed = models.BooleanField(default=False)
+    # A refusal by a rule is recorded too (REJECTED, with the problem's code and
+    # fields, so a replay answers the same problem); ``applied_at`` is then the
+    # time of the refusal.
+    outcome = models.CharField(
+        max_length=8,
+        choices=[("APPLIED", "APPLIED"), ("REJECTED", "REJECTED")],
+        default="APPLIED",
+    )
+    rejection_code = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    rejection_details = models.JSONField(null=True, blank=True)
     applied_at = models.DateTimeField()
 
     class Meta:
         db_table = "ob_retention_record"
         constraints = [
             models.UniqueConstraint(fields=["action", "operation_id"], name="ob_retention_once"),
+            models.CheckConstraint(
+                condition=Q(outcome="APPLIED", rejection_code__isnull=True)
+                | Q(outcome="REJECTED", rejection_code__isnull=False),
+                name="ob_retention_rejection_code",
+            ),
             models.CheckConstraint(
                 condition=Q(
                     action="APPLY_PURGE",

@@ -15,31 +15,9 @@ import django.db.models.functions.text
 import django.db.models.lookups
 from django.db import migrations, models
 
-TABLE = "ob_flow_decision"
-_high_water: dict[str, int] = {}
+from oxide_batch.migrations._high_water import keep_high_water
 
-
-def remember_high_water(apps, schema_editor):
-    connection = schema_editor.connection
-    if connection.vendor != "sqlite":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [TABLE])
-        row = cursor.fetchone()
-    _high_water[connection.alias] = 0 if row is None else int(row[0])
-
-
-def restore_high_water(apps, schema_editor):
-    connection = schema_editor.connection
-    if connection.vendor != "sqlite":
-        return
-    saved = _high_water.pop(connection.alias, 0)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE sqlite_sequence SET seq = MAX(seq, %s) WHERE name = %s", [saved, TABLE]
-        )
-        if cursor.rowcount == 0:
-            cursor.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [TABLE, saved])
+remember_high_water, restore_high_water = keep_high_water("ob_flow_decision")
 
 
 class Migration(migrations.Migration):
