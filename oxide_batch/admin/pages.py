@@ -663,8 +663,18 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(models.RetentionRecord)
 class RetentionRecordAdmin(ReadOnlyAdmin):
-    list_display = ("id", "action", "actor", "instance", "reason_code", "changed", "applied_at")
-    list_filter = ("action",)
+    list_display = (
+        "id",
+        "action",
+        "actor",
+        "instance",
+        "reason_code",
+        "outcome",
+        "rejection_code",
+        "changed",
+        "applied_at",
+    )
+    list_filter = ("action", "outcome")
     search_fields = ("=job_instance_id",)
     ordering = ("-applied_at", "-id")
     fields = (
@@ -675,7 +685,10 @@ class RetentionRecordAdmin(ReadOnlyAdmin):
         "actor_user_id",
         "reason_code",
         "instance",
+        "outcome",
+        "rejection_code",
         "changed",
+        "plan_digest",
         "deleted_job_executions",
         "deleted_job_instances",
         "applied_at",

@@ -150,6 +150,9 @@ class RetentionRecordFilter(django_filters.FilterSet):  # type: ignore[misc]
     action = django_filters.ChoiceFilter(
         field_name="action", choices=[(action.value, action.value) for action in RetentionAction]
     )
+    outcome = django_filters.ChoiceFilter(
+        field_name="outcome", choices=[(outcome.value, outcome.value) for outcome in RecordOutcome]
+    )
     operation_id = operation_id_filter()
 
 

@@ -19,6 +19,7 @@ from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.instants import RFC3339_INSTANT
 from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.status import BatchStatus
 
 PLAN_DIGEST_VERSION = "oxide-batch.retention-plan.v1"
@@ -177,6 +178,10 @@ class RetentionRecordDraft:
     plan_digest: str | None = None
     batch_bound: int | None = None
     counts: PurgeCounts = PurgeCounts()
+    # A refusal by a rule: REJECTED with the problem's code and fields.
+    outcome: RecordOutcome = RecordOutcome.APPLIED
+    rejection_code: str | None = None
+    rejection_details: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,9 @@ class RetentionRecord(RetentionRecordDraft):
             "batch_bound": self.batch_bound,
             "counts": self.counts.as_dict(),
             "changed": self.changed,
+            "outcome": self.outcome.value,
+            "rejection_code": self.rejection_code,
+            "rejection_details": self.rejection_details,
             "applied_at": format_instant(self.applied_at),
         }
 
@@ -273,6 +281,15 @@ class PurgeCriteria:
     def ordered_statuses(self) -> list[str]:
         return [status.value for status in STATUS_ORDER if status in self.statuses]
 
+    def to_json(self) -> dict[str, Any]:
+        """``{cutoff, job_name, statuses, bound}`` (as a survey answers them)."""
+        return {
+            "cutoff": format_instant(self.cutoff),
+            "job_name": self.job_name,
+            "statuses": self.ordered_statuses,
+            "bound": self.bound,
+        }
+
     def check_age(self, now: datetime, min_age: timedelta) -> None:
         """``AgeBoundTooSmall`` unless the cutoff is at least ``min_age`` before ``now``."""
         if self.cutoff > now - min_age:
@@ -340,10 +357,7 @@ class PurgePlan:
         """SHA-256 of the canonical JSON of criteria and candidates (never the counts)."""
         document = {
             "v": PLAN_DIGEST_VERSION,
-            "cutoff": format_instant(self.criteria.cutoff),
-            "job_name": self.criteria.job_name,
-            "statuses": self.criteria.ordered_statuses,
-            "bound": self.criteria.bound,
+            **self.criteria.to_json(),
             "candidates": [
                 [c.instance_id, [[e.id, e.version] for e in c.executions]] for c in self.candidates
             ],
@@ -353,10 +367,7 @@ class PurgePlan:
     def to_json(self) -> dict[str, Any]:
         """The SPEC §9 survey shape."""
         return {
-            "cutoff": format_instant(self.criteria.cutoff),
-            "job_name": self.criteria.job_name,
-            "statuses": self.criteria.ordered_statuses,
-            "bound": self.criteria.bound,
+            **self.criteria.to_json(),
             "candidates": [candidate.to_json() for candidate in self.candidates],
             "counts": self.counts.as_dict(),
             "held_excluded": self.held_excluded,

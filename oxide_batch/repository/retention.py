@@ -20,6 +20,7 @@ from oxide_batch import models
 from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.retention import (
     AuditedActor,
     InstanceState,
@@ -52,6 +53,9 @@ RECORD_COLUMNS = (
     "batch_bound",
     *(f"deleted_{kind}" for kind in models.PURGE_KINDS),
     "changed",
+    "outcome",
+    "rejection_code",
+    "rejection_details",
     "applied_at",
 )
 # Audit tables and the instant each row is aged by (oldest pruned first).
@@ -82,7 +86,8 @@ def _hold_from_row(row: Mapping[str, Any]) -> RetentionHold | None:
     )
 
 
-def _record_from_row(row: Mapping[str, Any]) -> RetentionRecord:
+def retention_record_from_row(row: Mapping[str, Any]) -> RetentionRecord:
+    """A ``RECORD_COLUMNS`` row as a ``RetentionRecord``."""
     return RetentionRecord(
         id=row["id"],
         action=RetentionAction(row["action"]),
@@ -96,6 +101,9 @@ def _record_from_row(row: Mapping[str, Any]) -> RetentionRecord:
         batch_bound=row["batch_bound"],
         counts=PurgeCounts(*(row[f"deleted_{kind}"] for kind in models.PURGE_KINDS)),
         changed=row["changed"],
+        outcome=RecordOutcome(row["outcome"]),
+        rejection_code=row["rejection_code"],
+        rejection_details=row["rejection_details"],
         applied_at=row["applied_at"],
     )
 
@@ -173,7 +181,20 @@ class RetentionOperations(UnitOfWorkBase):
             .values(*RECORD_COLUMNS)
             .first()
         )
-        return None if row is None else _record_from_row(row)
+        return None if row is None else retention_record_from_row(row)
+
+    @operation
+    def find_retention_records(
+        self, action: RetentionAction, operation_ids: Sequence[str]
+    ) -> dict[str, RetentionRecord]:
+        """The records of these operation ids (by id; absent ones left out). One read."""
+        rows = models.RetentionRecord.objects.using(self._using).filter(
+            action=action.value, operation_id__in=list(operation_ids)
+        )
+        return {
+            row["operation_id"]: retention_record_from_row(row)
+            for row in rows.values(*RECORD_COLUMNS)
+        }
 
     @operation
     def append_retention_record(self, draft: RetentionRecordDraft) -> RetentionRecord | None:
@@ -192,6 +213,9 @@ class RetentionOperations(UnitOfWorkBase):
             "plan_digest": draft.plan_digest,
             "batch_bound": draft.batch_bound,
             "changed": draft.changed,
+            "outcome": draft.outcome.value,
+            "rejection_code": draft.rejection_code,
+            "rejection_details": draft.rejection_details,
             "applied_at": now,
             **{f"deleted_{kind}": value for kind, value in draft.counts.as_dict().items()},
         }
@@ -270,18 +294,36 @@ class RetentionOperations(UnitOfWorkBase):
             cursor.execute(sql, params)
             return list(cursor.fetchall())
 
+    def _lock_clause(self) -> str:
+        """``FOR NO KEY UPDATE``, as every writer of these rows takes: it waits for
+        a restart, a hold, a transition or an enrichment in flight, while an
+        insert that references the row by foreign key (``FOR KEY SHARE``) is not
+        blocked — so a step insert under a restarted execution, holding that
+        execution, cannot deadlock with the apply. The DELETEs take their own
+        row locks."""
+        if not self._connection.features.has_select_for_update:
+            return ""
+        return " FOR NO KEY UPDATE"
+
     def _executions_of(
-        self, ids: Sequence[int], criteria: PurgeCriteria
+        self, ids: Sequence[int], criteria: PurgeCriteria, *, lock: bool = False
     ) -> dict[int, list[tuple[int, int, BatchStatus, bool]]]:
         """(id, version, status, ended before the cutoff) of every execution of the
-        instances, in id order. One statement; the end time is compared in SQL."""
+        instances, in id order. One statement; the end time is compared in SQL.
+
+        ``lock`` takes the rows ``FOR NO KEY UPDATE`` in (instance, id) order.
+        A row that a concurrent writer holds is waited for and then read as
+        that writer committed it (READ COMMITTED re-reads a
+        locked row once the lock is granted), so a change committed while the
+        apply waited is seen."""
         table = self._connection.ops.quote_name(models.JobExecution._meta.db_table)
         where, params = self._in("job_instance_id", ids)
         cutoff = self._connection.ops.adapt_datetimefield_value(criteria.cutoff)
+        lock_clause = self._lock_clause() if lock else ""
         rows = self._fetch(
             "SELECT job_instance_id, id, version, status, "  # nosec B608 # quoted table; ids bound
             "CASE WHEN ended_at IS NOT NULL AND ended_at < %s THEN 1 ELSE 0 END "
-            f"FROM {table} WHERE {where} ORDER BY job_instance_id, id",
+            f"FROM {table} WHERE {where} ORDER BY job_instance_id, id{lock_clause}",
             [cutoff, *params],
         )
         observed: dict[int, list[tuple[int, int, BatchStatus, bool]]] = defaultdict(list)
@@ -329,10 +371,11 @@ class RetentionOperations(UnitOfWorkBase):
         """Delete the plan's instances and everything they own, or nothing.
 
         Recomputes the digest (an edited plan → ``RetentionPlanStale``), checks
-        the cutoff's age (``AgeBoundTooSmall``), locks the candidate instances
-        ``FOR UPDATE`` in id order (they are about to be deleted; this also makes
-        a concurrent restart or hold wait) and re-checks the full eligibility of
-        every candidate; any change → ``RetentionPlanStale`` and nothing deleted.
+        the cutoff's age (``AgeBoundTooSmall``), locks the candidate instances and
+        then their executions ``FOR NO KEY UPDATE`` (so a concurrent restart,
+        hold or execution change is waited for, and none can start) and
+        re-checks the full eligibility of every candidate; any change →
+        ``RetentionPlanStale`` and nothing deleted.
         Then one DELETE per table, child before parent. 7 statements for any
         non-empty batch; an empty plan issues none.
         """
@@ -353,17 +396,19 @@ class RetentionOperations(UnitOfWorkBase):
         return PurgeCounts(**deleted)
 
     def _lock_and_observe(self, plan: PurgePlan, ids: Sequence[int]) -> dict[int, InstanceState]:
-        """Lock the instances ``FOR UPDATE`` in id order, then read their executions
-        (after the lock, so a restart that committed meanwhile is seen)."""
+        """Lock what the re-check reads, in the documented lock order: the
+        instances in id order, then their executions in (instance, id) order —
+        each read after its lock is granted, so a restart, a hold or a change to
+        a finished execution (an abandon, an exit enrichment) that committed
+        while the apply waited is seen."""
         table = self._connection.ops.quote_name(models.JobInstance._meta.db_table)
         where, params = self._in("id", ids)
-        lock = " FOR UPDATE" if self._connection.features.has_select_for_update else ""
         instances = self._fetch(
             "SELECT id, job_name, CASE WHEN hold_placed_at IS NULL THEN 0 ELSE 1 END "  # nosec B608 # ids bound
-            f"FROM {table} WHERE {where} ORDER BY id{lock}",
+            f"FROM {table} WHERE {where} ORDER BY id{self._lock_clause()}",
             params,
         )
-        executions = self._executions_of(ids, plan.criteria)
+        executions = self._executions_of(ids, plan.criteria, lock=True)
         return {
             instance_id: InstanceState(job_name, held == 1, executions.get(instance_id, []))
             for instance_id, job_name, held in instances

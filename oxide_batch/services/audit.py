@@ -9,7 +9,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
-from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    ConcurrentModification,
+    LifecycleError,
+    MigrationRequired,
+    NewerSchema,
+    NotFound,
+    OperationIdConflict,
+    OxideBatchError,
+    RepositoryError,
+    SchemaUninitialized,
+    Unavailable,
+)
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
 
 REQUEST_DIGEST_VERSION = "oxide-batch.operator-request.v1"
@@ -40,6 +52,27 @@ class Actor:
             return cls(username, int(user.pk))
         except OxideBatchError:
             return cls(f"user:{user.pk}", int(user.pk))
+
+
+# Not audited (SPEC §2.5, §9): not-found, conflicts of operation ids, lost
+# races and infrastructure failures. Input errors are not rules either.
+NOT_AUDITED = (
+    NotFound,
+    ConcurrentModification,
+    CommitOutcomeUnknown,
+    Unavailable,
+    SchemaUninitialized,
+    MigrationRequired,
+    NewerSchema,
+    OperationIdConflict,
+)
+
+
+def is_rule_refusal(error: OxideBatchError) -> bool:
+    """A refusal by a rule is audited as REJECTED; anything else is not."""
+    return isinstance(error, (LifecycleError, RepositoryError)) and not isinstance(
+        error, NOT_AUDITED
+    )
 
 
 class Outcome(enum.StrEnum):

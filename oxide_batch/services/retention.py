@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,9 +22,12 @@ from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     OperationIdConflict,
+    OxideBatchError,
     RetentionPlanStale,
+    rebuild_error,
 )
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.retention import (
     DEFAULT_PURGE_REASON,
     MAX_BATCH_BOUND,
@@ -46,6 +49,7 @@ from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWor
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
+    is_rule_refusal,
     request_digest,
     validate_operation_id,
     validate_reason_code,
@@ -54,6 +58,8 @@ from oxide_batch.services.audit import (
 # Audit rows must outlive the metadata they describe: pruning younger rows is refused.
 AUDIT_PRUNE_MIN_AGE = timedelta(days=1)
 MAX_RESURVEYS = 3
+# Recorded attempts of one purge batch read back per query on a resume.
+ATTEMPT_WINDOW = 8
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,11 @@ class RetentionService:
             action=action.value, target=f"instance:{instance_id}", reason_code=reason_code
         )
 
+        draft = dataclasses.replace(
+            self._draft(action, operation_id, actor, reason_code, digest),
+            job_instance_id=instance_id,
+        )
+
         def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, RetentionHold | None]:
             if action is RetentionAction.HOLD:
                 hold: RetentionHold | None = uow.place_instance_hold(
@@ -178,10 +189,9 @@ class RetentionService:
             else:
                 changed = uow.release_instance_hold(instance_id) is not None
                 hold = None
-            draft = self._draft(action, operation_id, actor, reason_code, digest, changed)
-            return dataclasses.replace(draft, job_instance_id=instance_id), hold
+            return dataclasses.replace(draft, changed=changed), hold
 
-        return self._audited(action, operation_id, digest, act)
+        return self._audited(draft, act)
 
     # -- purge ----------------------------------------------------------------
 
@@ -213,31 +223,42 @@ class RetentionService:
         actor: Actor,
         reason_code: str = DEFAULT_PURGE_REASON,
         operation_id: str,
+        requested: Mapping[str, Any] | None = None,
     ) -> RetentionResult:
         """Delete the plan's instances and everything they own, and append one
         APPLY_PURGE record, in one transaction — or, when anything changed since
-        the survey (or the plan was edited), ``RetentionPlanStale`` and nothing
-        deleted. An empty plan applies with zero counts and is recorded."""
+        the survey (or the plan was edited), ``RetentionPlanStale``, nothing
+        deleted and a REJECTED record (a replay answers the same problem). An
+        empty plan applies with zero counts and is recorded.
+
+        The request digest covers the plan digest, the reason and the criteria:
+        ``requested`` (a purge run's criteria as the operator gave them) or
+        else the plan's own (:func:`purge_request_digest`)."""
         validate_reason_code(reason_code)
         validate_operation_id(operation_id)
         action = RetentionAction.APPLY_PURGE
-        digest = request_digest(
-            action=action.value, target=f"plan:{plan.plan_digest}", reason_code=reason_code
+        digest = purge_request_digest(
+            plan.plan_digest,
+            reason_code,
+            plan.criteria.to_json() if requested is None else requested,
+        )
+        legacy = legacy_purge_request_digest(plan.plan_digest, reason_code)
+        draft = dataclasses.replace(
+            self._draft(action, operation_id, actor, reason_code, digest),
+            plan_digest=plan.plan_digest,
+            batch_bound=plan.criteria.bound,
         )
 
         def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, None]:
             counts = uow.apply_purge(plan, min_age=self.min_age)
-            draft = self._draft(action, operation_id, actor, reason_code, digest, counts.total > 0)
-            return dataclasses.replace(
-                draft, plan_digest=plan.plan_digest, batch_bound=plan.criteria.bound, counts=counts
-            ), None
+            return dataclasses.replace(draft, changed=counts.total > 0, counts=counts), None
 
-        return self._audited(action, operation_id, digest, act)
+        return self._audited(draft, act, also_replays=legacy)
 
-    def purge_record(self, operation_id: str) -> RetentionRecord | None:
-        """The APPLY_PURGE record of ``operation_id``, if that batch was applied."""
+    def purge_records(self, operation_ids: Sequence[str]) -> dict[str, RetentionRecord]:
+        """The APPLY_PURGE records (applied or rejected) of these operation ids."""
         with self.repository.begin() as uow:
-            return uow.find_retention_record(RetentionAction.APPLY_PURGE, operation_id)
+            return uow.find_retention_records(RetentionAction.APPLY_PURGE, operation_ids)
 
     # -- audit pruning ------------------------------------------------------------
 
@@ -281,7 +302,6 @@ class RetentionService:
         actor: Actor,
         reason_code: str,
         digest: str,
-        changed: bool,
     ) -> RetentionRecordDraft:
         return RetentionRecordDraft(
             action=action,
@@ -290,45 +310,122 @@ class RetentionService:
             actor_user_id=actor.user_id,
             reason_code=reason_code,
             request_digest=digest,
-            changed=changed,
+            changed=False,
         )
 
     def _audited(
         self,
-        action: RetentionAction,
-        operation_id: str,
-        digest: str,
+        draft: RetentionRecordDraft,
         act: Callable[[UnitOfWork], tuple[RetentionRecordDraft, RetentionHold | None]],
+        *,
+        also_replays: str | None = None,
     ) -> RetentionResult:
         """Probe for a recorded outcome first (a replay is detected before anything
-        is re-validated), else act and append the record in one transaction. A
-        concurrent identical request that recorded first is answered as a replay."""
-        with self.repository.begin() as uow:
-            recorded = uow.find_retention_record(action, operation_id)
-            if recorded is None:
-                draft, hold = act(uow)
-                record = uow.append_retention_record(draft)
-                if record is not None:
-                    uow.commit()
-                    return RetentionResult(
-                        Outcome.APPLIED, record.changed, operation_id, record, hold, record.counts
-                    )
-        if recorded is None:  # lost the race: our effect was rolled back
+        is re-validated), else act and append the record in one transaction.
+
+        A refusal by a rule rolls the effect back and is recorded REJECTED (with
+        the problem's code and fields) in its own transaction, then raised; not
+        found, lost races and infrastructure failures are not recorded. A
+        concurrent identical request that recorded first is answered as a replay.
+        ``draft`` is the record as a refusal would leave it; ``also_replays`` a
+        digest the same request was recorded under before schema version 4."""
+        action, operation_id = draft.action, draft.operation_id
+        try:
             with self.repository.begin() as uow:
                 recorded = uow.find_retention_record(action, operation_id)
+                if recorded is None:
+                    done, hold = act(uow)
+                    record = uow.append_retention_record(done)
+                    if record is not None:
+                        uow.commit()
+                        return RetentionResult(
+                            Outcome.APPLIED,
+                            record.changed,
+                            operation_id,
+                            record,
+                            hold,
+                            record.counts,
+                        )
+        except OxideBatchError as error:
+            if not is_rule_refusal(error):
+                raise
+            # A concurrent identical request may have won (its effect is why ours
+            # was refused): then ours is a replay of it, not a refusal.
+            recorded = self._find(action, operation_id)
+            if recorded is None:
+                if self._reject(draft, error):
+                    raise
+                recorded = self._find(action, operation_id)
+        if recorded is None:  # lost the race: our effect was rolled back
+            recorded = self._find(action, operation_id)
             if recorded is None:
                 raise ConcurrentModification()
-        if recorded.request_digest != digest:
-            raise OperationIdConflict(action=action.value, operation_id=operation_id)
+        return self._replay(recorded, draft.request_digest, also_replays)
+
+    def _find(self, action: RetentionAction, operation_id: str) -> RetentionRecord | None:
+        with self.repository.begin() as uow:
+            return uow.find_retention_record(action, operation_id)
+
+    def _reject(self, draft: RetentionRecordDraft, error: OxideBatchError) -> bool:
+        """Record a refusal in its own transaction; ``False`` when another request
+        with the operation id was recorded first (the caller replays it)."""
+        rejected = dataclasses.replace(
+            draft,
+            outcome=RecordOutcome.REJECTED,
+            rejection_code=error.code,
+            rejection_details=error.details(),
+        )
+        with self.repository.begin() as uow:
+            if uow.append_retention_record(rejected) is None:
+                return False
+            uow.commit()
+        return True
+
+    @staticmethod
+    def _replay(recorded: RetentionRecord, digest: str, also: str | None = None) -> RetentionResult:
+        """The recorded outcome (a refusal as the same problem, ``replayed``),
+        or ``OperationIdConflict`` when the digest differs."""
+        if recorded.request_digest not in (digest, also):
+            raise OperationIdConflict(
+                action=recorded.action.value, operation_id=recorded.operation_id
+            )
         reporting.retention_replayed(recorded)
+        if recorded.outcome is RecordOutcome.REJECTED:
+            assert recorded.rejection_code is not None
+            error = rebuild_error(recorded.rejection_code, recorded.rejection_details or {})
+            error.replayed = True  # type: ignore[attr-defined]
+            raise error
         return RetentionResult(
             Outcome.REPLAYED,
             recorded.changed,  # the recorded outcome, as operator replays answer
-            operation_id,
+            recorded.operation_id,
             recorded,
             _hold_from_record(recorded),
             recorded.counts,
         )
+
+
+def legacy_purge_request_digest(plan_digest: str, reason_code: str) -> str:
+    """The apply digest recorded before schema version 4 (plan and reason only):
+    a request recorded then still replays, as it did (its criteria were not
+    recorded, so they cannot be compared)."""
+    return request_digest(
+        action=RetentionAction.APPLY_PURGE.value,
+        target=f"plan:{plan_digest}",
+        reason_code=reason_code,
+    )
+
+
+def purge_request_digest(plan_digest: str, reason_code: str, criteria: Mapping[str, Any]) -> str:
+    """The request digest of one purge apply: the plan, the reason and the
+    criteria (SPEC §10: a purge run's criteria belong to its request digest, so
+    a rerun under the same operation id with other criteria is a conflict)."""
+    return request_digest(
+        action=RetentionAction.APPLY_PURGE.value,
+        target=f"plan:{plan_digest}",
+        reason_code=reason_code,
+        arguments={"criteria": dict(criteria)},
+    )
 
 
 # --------------------------------------------------------------- batched purge loop
@@ -359,12 +456,19 @@ class PurgeBatch:
 class PurgeRun:
     """Survey → apply, batch after batch, until nothing eligible is left.
 
-    Batch ``n`` runs under operation id ``<operation_id>:<n>``. A rerun with the
-    same operation id resumes: batches already recorded are answered as replays
-    (their reason must match, else ``OperationIdConflict``) and the loop goes on
-    with the next number. A stale plan (or a lost lock race) is re-surveyed at
-    most ``max_resurveys`` times in a row, then the error propagates. Committed
-    batches stay whatever happens later.
+    Batch ``n`` runs under operation id ``<operation_id>:<n>``; a stale plan is
+    recorded REJECTED under its attempt's id, and the re-surveyed plan is applied
+    under the next one, ``<operation_id>:<n>.r1``, ``.r2``, … A plan re-surveyed
+    more than ``max_resurveys`` times in a row propagates the error.
+
+    A rerun with the same operation id resumes: the recorded attempts of each
+    batch are read back (one query per batch); an applied one is answered as a
+    replay and the loop goes on with the next number. Each recorded attempt must
+    be of this run — the same criteria (``requested``: the criteria as the
+    operator gave them, e.g. an age rather than the instant it gave; the
+    cutoff, job, statuses and bound by default) and reason — else
+    ``OperationIdConflict`` before anything is deleted. Committed batches stay
+    whatever happens later.
     """
 
     service: RetentionService
@@ -374,6 +478,7 @@ class PurgeRun:
     reason_code: str = DEFAULT_PURGE_REASON
     max_resurveys: int = MAX_RESURVEYS
     between_batches: Callable[[], None] | None = None
+    requested: Mapping[str, Any] | None = None
     counts: PurgeCounts = field(default_factory=PurgeCounts)
     held_excluded: int = 0
     resurveys: int = 0
@@ -390,17 +495,35 @@ class PurgeRun:
             self.counts = self.counts.plus(batch.result.record.counts)
             yield batch
 
-    def _batch(self, number: int) -> PurgeBatch | None:
+    @property
+    def _requested(self) -> Mapping[str, Any]:
+        return self.criteria.to_json() if self.requested is None else self.requested
+
+    def attempt_id(self, number: int, attempt: int) -> str:
+        """The operation id of batch ``number``'s ``attempt`` (0: the first)."""
         batch_id = f"{self.operation_id}:{number}"
-        recorded = self.service.purge_record(batch_id)
-        if recorded is not None:
-            if recorded.reason_code != self.reason_code:
-                raise OperationIdConflict(action=recorded.action.value, operation_id=batch_id)
-            reporting.retention_replayed(recorded)
-            replayed = RetentionResult(
-                Outcome.REPLAYED, recorded.changed, batch_id, recorded, None, recorded.counts
-            )
-            return PurgeBatch(number, replayed)
+        return batch_id if attempt == 0 else f"{batch_id}.r{attempt}"
+
+    def _batch(self, number: int) -> PurgeBatch | None:
+        first_free = 0
+        while True:  # the attempts an earlier run recorded, a window at a time
+            ids = [self.attempt_id(number, first_free + i) for i in range(ATTEMPT_WINDOW)]
+            recorded = self.service.purge_records(ids)
+            for batch_id in ids:
+                record = recorded.get(batch_id)
+                if record is None:
+                    break
+                self._check_same_run(record)
+                if record.outcome is RecordOutcome.APPLIED:
+                    reporting.retention_replayed(record)
+                    replayed = RetentionResult(
+                        Outcome.REPLAYED, record.changed, batch_id, record, None, record.counts
+                    )
+                    return PurgeBatch(number, replayed)
+                first_free += 1
+            else:
+                continue
+            break
         for attempt in itertools.count():
             plan = self.service.survey(
                 cutoff=self.criteria.cutoff,
@@ -413,12 +536,27 @@ class PurgeRun:
                 return None
             try:
                 result = self.service.apply(
-                    plan, actor=self.actor, reason_code=self.reason_code, operation_id=batch_id
+                    plan,
+                    actor=self.actor,
+                    reason_code=self.reason_code,
+                    operation_id=self.attempt_id(number, first_free),
+                    requested=self._requested,
                 )
-            except (RetentionPlanStale, ConcurrentModification):
+            except (RetentionPlanStale, ConcurrentModification) as error:
+                if isinstance(error, RetentionPlanStale):
+                    first_free += 1  # that attempt is recorded REJECTED
                 if attempt >= self.max_resurveys:
                     raise
                 self.resurveys += 1
                 continue
             return PurgeBatch(number, result, attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_same_run(self, record: RetentionRecord) -> None:
+        """``OperationIdConflict`` unless ``record`` was made with this run's
+        criteria and reason (its digest recomputed with its own plan digest)."""
+        assert record.plan_digest is not None
+        expected = purge_request_digest(record.plan_digest, self.reason_code, self._requested)
+        legacy = legacy_purge_request_digest(record.plan_digest, self.reason_code)
+        if record.request_digest not in (expected, legacy):
+            raise OperationIdConflict(action=record.action.value, operation_id=record.operation_id)

@@ -7,8 +7,17 @@ import pytest
 from rest_framework.test import APIClient
 
 from oxide_batch.api.roles import ensure_roles
+from oxide_batch.repository import FixedClock
 from tests.api.hostile.world import World, build_world
-from tests.api.support import GROUP_OF, ROLES, Runtime, make_user, role_clients, token_client
+from tests.api.support import (
+    GROUP_OF,
+    ROLES,
+    Runtime,
+    fixed_api_clock,
+    make_user,
+    role_clients,
+    token_client,
+)
 
 # Other test modules import the builders from here too.
 __all__ = ["GROUP_OF", "ROLES", "make_user", "token_client"]
@@ -46,3 +55,9 @@ def world(db: None, monkeypatch: pytest.MonkeyPatch, settings: Any) -> World:
     """Real rows for a valid request of every operation (the hostile-input and
     mass-assignment tests), made by a superuser on a fixed clock."""
     return build_world(monkeypatch, settings)
+
+
+@pytest.fixture
+def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
+    """The API's clock, fixed at EPOCH (recovery staleness, purge ages)."""
+    return fixed_api_clock(monkeypatch)

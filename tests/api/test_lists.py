@@ -10,17 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from oxide_batch.api import deps
 from oxide_batch.repository import FixedClock
 from tests.api.support import Runtime, field_error, problem
-from tests.conftest import EPOCH
-
-
-@pytest.fixture
-def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
-    clock = FixedClock(EPOCH)
-    monkeypatch.setattr(deps, "clock", clock)
-    return clock
 
 
 def cursor_of(link: str) -> str:

@@ -6,14 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from django.test import override_settings
 
 from oxide_batch import models
-from oxide_batch.api import deps
 from oxide_batch.repository import FixedClock
 from tests.api.support import DIGEST, INSTANT, Runtime, field_error, problem
-from tests.conftest import EPOCH
 
 HOLD_RESPONSE_KEYS = {"outcome", "replayed", "changed", "operation_id", "hold", "record"}
 PURGE_RESPONSE_KEYS = {"outcome", "replayed", "changed", "operation_id", "counts", "record"}
@@ -29,6 +26,9 @@ RETENTION_RECORD_KEYS = {
     "batch_bound",
     "counts",
     "changed",
+    "outcome",
+    "rejection_code",
+    "rejection_details",
     "applied_at",
 }
 PLAN_KEYS = {
@@ -50,13 +50,6 @@ COUNT_KINDS = {
 }
 CUTOFF = "2026-01-01T01:00:00.000Z"  # EPOCH + 1 h
 OPERATOR_NAME = "operator-user"
-
-
-@pytest.fixture
-def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
-    clock = FixedClock(EPOCH)
-    monkeypatch.setattr(deps, "clock", clock)
-    return clock
 
 
 def finished(rt: Runtime, run: str, job: str = "import_job", steps: int = 1) -> dict[str, Any]:
@@ -230,13 +223,14 @@ def test_survey_filters(rt: Runtime, operator: Runtime, fixed: FixedClock) -> No
     assert plan["cutoff"] == CUTOFF
 
 
-def test_survey_input_errors(operator: Runtime, fixed: FixedClock) -> None:
+def test_survey_input_errors(operator: Runtime, fixed: FixedClock, settings: Any) -> None:
+    settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(hours=1)
     fixed.advance(timedelta(hours=2))
 
     def survey(**body: Any) -> Any:
         return operator.post("purge/survey", body)
 
-    # Younger than OXIDE_BATCH_PURGE_MIN_AGE (1 h by default).
+    # Younger than OXIDE_BATCH_PURGE_MIN_AGE (1 h).
     entry = field_error(survey(ended_before="2026-01-01T01:30:00Z"), "ended_before",
                         "age_bound_too_small")  # fmt: skip
     assert entry["minimum_seconds"] == 3600
@@ -271,10 +265,28 @@ def test_a_changed_or_edited_plan_is_stale_and_deletes_nothing(
     problem(operator.post("purge/apply", {"plan": plan, "operation_id": "p-2"}), 409,
             "retention_plan_stale")  # fmt: skip
     operator.get(f"executions/{execution['id']}")
-    assert models.RetentionRecord.objects.filter(action="APPLY_PURGE").count() == 0
+    # Each refusal is audited (SPEC §10): REJECTED with the problem's code.
+    rejected = models.RetentionRecord.objects.filter(action="APPLY_PURGE").order_by("id")
+    assert [(r.operation_id, r.outcome, r.rejection_code) for r in rejected] == [
+        ("p-1", "REJECTED", "retention_plan_stale"),
+        ("p-2", "REJECTED", "retention_plan_stale"),
+    ]
+    assert all(r.deleted_job_instances == 0 for r in rejected)
+    # A replay answers the same problem, marked replayed, and records nothing.
+    replayed = problem(operator.post("purge/apply", {"plan": plan, "operation_id": "p-2"}), 409,
+                       "retention_plan_stale")  # fmt: skip
+    assert replayed["replayed"] is True
+    assert rejected.count() == 2
+    # The audit list shows the refusals.
+    listed = operator.get("audit/retention-records?action=APPLY_PURGE&outcome=REJECTED", 200)
+    assert [(r["operation_id"], r["outcome"], r["rejection_code"]) for r in listed["results"]] == [
+        ("p-2", "REJECTED", "retention_plan_stale"),
+        ("p-1", "REJECTED", "retention_plan_stale"),
+    ]
 
 
-def test_apply_input_errors(operator: Runtime, fixed: FixedClock) -> None:
+def test_apply_input_errors(operator: Runtime, fixed: FixedClock, settings: Any) -> None:
+    settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(hours=1)
     fixed.advance(timedelta(hours=2))
     plan = operator.post("purge/survey", {"ended_before": CUTOFF}, 200)
 

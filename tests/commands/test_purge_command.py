@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -416,3 +417,107 @@ def test_the_commands_are_listed():
     assert PURGE in result.stdout
     assert "prune_batch_audit" in result.stdout
     assert "_cli" not in result.stdout
+
+
+# -- a run's criteria belong to its operation id (SPEC §10) -------------------------
+
+
+def interrupt_after_first_batch(monkeypatch):
+    apply = RetentionService.apply
+    calls = []
+
+    def interrupted_second_batch(self, plan, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return apply(self, plan, **kwargs)
+
+    monkeypatch.setattr(RetentionService, "apply", interrupted_second_batch)
+    return apply
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ("--job-name", "another_job"),
+        ("--status", "COMPLETED"),
+        ("--batch-size", "2"),
+        ("--reason", "OTHER_REASON"),
+        ("--cutoff-shift",),
+    ],
+    ids=["job-name", "status", "batch-size", "reason", "cutoff"],
+)
+def test_a_rerun_with_other_criteria_under_the_same_operation_id_exits_5(world, monkeypatch, other):
+    """Hole: a resume replayed the recorded batches and carried on under the new
+    criteria. Now any other criterion is ``operation_id_conflict``, nothing deleted."""
+    apply = interrupt_after_first_batch(monkeypatch)
+    args = ("--operation-id", "night", "--yes", "--batch-size", "1")
+    code, _, _ = refused(*purge(world, *args))
+    assert code == 1
+    monkeypatch.setattr(RetentionService, "apply", apply)
+    left = sum(rows_of(world[name])["job_instances"] for name in ("old", "rich"))
+    assert left == 1
+    records_before = models.RetentionRecord.objects.count()
+
+    if other == ("--cutoff-shift",):
+        shifted = format_instant(world["cutoff"] + timedelta(seconds=1))
+        rerun = (PURGE, "--ended-before", shifted, *args)
+    else:
+        rerun = (*purge(world, *args), *other)
+    code, message, out = refused(*rerun, "--json")
+
+    assert (code, message.split(":")[0]) == (5, "operation_id_conflict")
+    assert json.loads(out)["error"]["code"] == "operation_id_conflict"
+    assert sum(rows_of(world[name])["job_instances"] for name in ("old", "rich")) == left
+    assert models.RetentionRecord.objects.count() == records_before
+    assert survivors_intact(world)
+
+
+def test_a_rerun_with_the_same_age_resumes_under_a_cutoff_that_moved(world, monkeypatch):
+    """``--older-than`` is the criterion, not the instant it gave: a rerun later
+    resumes (the same age is the same request)."""
+    apply = interrupt_after_first_batch(monkeypatch)
+    args = (PURGE, "--older-than", "1d", "--operation-id", "aged", "--yes", "--batch-size", "1")
+    code, _, out = refused(*args, "--json")
+    assert code == 1
+    first_cutoff = json.loads(out)["progress"]["criteria"]["cutoff"]
+    monkeypatch.setattr(RetentionService, "apply", apply)
+    time.sleep(0.01)
+    document = json.loads(run(*args, "--json")[0])
+    assert document["criteria"]["cutoff"] > first_cutoff
+    outcomes = [b["outcome"] for b in document["batches"]]
+    assert outcomes[0] == "REPLAYED", outcomes
+    assert set(outcomes[1:]) == {"APPLIED"}, outcomes
+    assert eligible_gone(world)
+    other_age = (PURGE, "--older-than", "2d", *args[3:])
+    assert refused(*other_age)[0] == 5
+
+
+def test_a_stale_attempt_is_audited_and_the_resurvey_applies_under_the_next_attempt_id(
+    world, repo, monkeypatch
+):
+    survey = RetentionService.survey
+    held = []
+
+    def survey_then_hold(self, **kwargs):
+        plan = survey(self, **kwargs)
+        if not held and plan.candidates:
+            hold(repo, plan.instance_ids[0])
+            held.append(plan.instance_ids[0])
+        return plan
+
+    monkeypatch.setattr(RetentionService, "survey", survey_then_hold)
+    document = json.loads(run(*purge(world, "--operation-id", "n", "--yes", "--json"))[0])
+    assert [b["operation_id"] for b in document["batches"]] == ["n:1.r1"]
+    recorded = models.RetentionRecord.objects.filter(action="APPLY_PURGE").order_by("id")
+    assert [(r.operation_id, r.outcome, r.rejection_code) for r in recorded] == [
+        ("n:1", "REJECTED", "retention_plan_stale"),
+        ("n:1.r1", "APPLIED", None),
+    ]
+    # A rerun walks past the refusal and replays the applied attempt.
+    monkeypatch.setattr(RetentionService, "survey", survey)
+    replay = json.loads(run(*purge(world, "--operation-id", "n", "--yes", "--json"))[0])
+    assert [(b["operation_id"], b["outcome"]) for b in replay["batches"]] == [
+        ("n:1.r1", "REPLAYED")
+    ]
+    assert recorded.count() == 2

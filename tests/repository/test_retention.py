@@ -528,7 +528,9 @@ def test_apply_is_seven_statements_whatever_the_batch_size(repo, clock, size):
     assert counts.job_instances == size
     statements = [query["sql"].split()[0] for query in queries.captured_queries]
     assert statements == ["SELECT", "SELECT", *["DELETE"] * 5]
-    assert "FOR UPDATE" in queries.captured_queries[0]["sql"] or connection.vendor == "sqlite"
+    assert (
+        "FOR NO KEY UPDATE" in queries.captured_queries[0]["sql"] or connection.vendor == "sqlite"
+    )
 
 
 # -- audit pruning ----------------------------------------------------------------------

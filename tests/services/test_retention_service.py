@@ -247,18 +247,66 @@ def test_a_replayed_purge_deletes_nothing_more(service, repo, clock):
     assert len(records()) == 1
 
 
-def test_a_stale_plan_is_not_audited(service, repo, clock):
-    """Scenario 9.2."""
+def test_a_stale_plan_is_refused_audited_and_replays_as_the_same_problem(service, repo, clock):
+    """Scenario 9.2, with SPEC §10: the refusal leaves a REJECTED record whose
+    rejection code is the problem's code, and a replay answers the same problem."""
     instance_id = build_instance(repo, clock, "a")
     clock.advance(2 * DAY)
     plan = service.survey(older_than=DAY)
     service.place_hold(instance_id, actor=ALICE, reason_code="LEGAL_HOLD", operation_id="h")
-    with pytest.raises(RetentionPlanStale):
+    before = rows_of(instance_id)
+    with pytest.raises(RetentionPlanStale) as refused:
         service.apply(plan, actor=ALICE, operation_id="stale")
-    assert records(RetentionAction.APPLY_PURGE) == []
+    assert not getattr(refused.value, "replayed", False)
+    assert rows_of(instance_id) == before
+    (rejected,) = records(RetentionAction.APPLY_PURGE)
+    assert (rejected.operation_id, rejected.outcome, rejected.rejection_code) == (
+        "stale",
+        "REJECTED",
+        "retention_plan_stale",
+    )
+    assert (rejected.plan_digest, rejected.changed) == (plan.plan_digest, False)
+    assert rejected.deleted_job_instances == 0
+    with pytest.raises(RetentionPlanStale) as replayed:
+        service.apply(plan, actor=ALICE, operation_id="stale")
+    assert replayed.value.replayed is True
+    assert len(records(RetentionAction.APPLY_PURGE)) == 1
+    # The same operation id with another request is a conflict, not audited.
+    fresh = service.survey(older_than=DAY, statuses=["COMPLETED"])
+    with pytest.raises(OperationIdConflict):
+        service.apply(fresh, actor=ALICE, operation_id="stale")
     edited = forged(plan, plan.candidates[:0], recompute=False)
     with pytest.raises(RetentionPlanStale):
         service.apply(edited, actor=ALICE, operation_id="x")
+    assert records(RetentionAction.APPLY_PURGE)[-1].rejection_code == "retention_plan_stale"
+
+
+def test_a_hold_refused_by_a_rule_is_audited_and_replays(service, repo, clock, monkeypatch):
+    """No rule refuses a hold today but the frame is shared: a rule refusal of
+    any retention action is recorded REJECTED with its code and fields."""
+    from oxide_batch.domain.errors import InvalidState
+    from oxide_batch.repository.adapter import DjangoUnitOfWork
+
+    instance_id = build_instance(repo, clock, "a")
+
+    def refuse(self, job_instance_id, actor, reason_code):
+        raise InvalidState(id=job_instance_id, status=BatchStatus.STARTED)
+
+    monkeypatch.setattr(DjangoUnitOfWork, "place_instance_hold", refuse)
+    with pytest.raises(InvalidState):
+        service.place_hold(instance_id, actor=ALICE, reason_code="LEGAL_HOLD", operation_id="h")
+    (record,) = records(RetentionAction.HOLD)
+    assert (record.outcome, record.rejection_code, record.job_instance_id) == (
+        "REJECTED",
+        "invalid_state",
+        instance_id,
+    )
+    assert record.rejection_details == {"id": instance_id, "status": "STARTED"}
+    monkeypatch.undo()
+    with pytest.raises(InvalidState) as replayed:
+        service.place_hold(instance_id, actor=ALICE, reason_code="LEGAL_HOLD", operation_id="h")
+    assert replayed.value.replayed is True
+    assert service.hold(instance_id) is None
 
 
 def test_the_audit_rows_outlive_the_purge(service, repo, clock):
@@ -379,3 +427,36 @@ def test_audit_pruning_refuses_an_age_under_a_day(service):
         service.prune_audit(older_than=timedelta(hours=23))
     with pytest.raises(BatchBoundOutOfRange):
         service.prune_audit(older_than=DAY, batch_size=0)
+
+
+def test_an_apply_recorded_before_schema_4_still_replays(service, repo, clock):
+    """Records written before the criteria joined the digest carry the old
+    digest (plan and reason): the same request replays instead of conflicting,
+    through the API's apply and a command's resume alike."""
+    from oxide_batch.domain.retention import RetentionRecordDraft
+    from oxide_batch.services.retention import legacy_purge_request_digest
+
+    build_instance(repo, clock, "a")
+    clock.advance(2 * DAY)
+    plan = service.survey(older_than=DAY)
+    with repo.begin() as uow:
+        uow.append_retention_record(
+            RetentionRecordDraft(
+                action=RetentionAction.APPLY_PURGE,
+                operation_id="old:1",
+                actor="alice",
+                reason_code="SCHEDULED_PURGE",
+                request_digest=legacy_purge_request_digest(plan.plan_digest, "SCHEDULED_PURGE"),
+                changed=True,
+                plan_digest=plan.plan_digest,
+                batch_bound=plan.criteria.bound,
+            )
+        )
+        uow.commit()
+    replayed = service.apply(plan, actor=ALICE, operation_id="old:1")
+    assert replayed.outcome is Outcome.REPLAYED
+    run = PurgeRun(service, plan.criteria, ALICE, "old")
+    batches = list(run)
+    assert batches[0].result.outcome is Outcome.REPLAYED
+    with pytest.raises(OperationIdConflict):
+        service.apply(plan, actor=ALICE, reason_code="OTHER", operation_id="old:1")

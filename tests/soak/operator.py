@@ -50,12 +50,11 @@ UNAUDITED_ERRORS = (
 )
 
 
-def audited_refusal(error: BaseException, audit: str) -> bool:
-    """Whether the server must have recorded this refusal (holds record none)."""
-    return (
-        audit == OPERATOR_AUDIT
-        and isinstance(error, (LifecycleError, RepositoryError))
-        and not isinstance(error, UNAUDITED_ERRORS)
+def audited_refusal(error: BaseException) -> bool:
+    """Whether the server must have recorded this refusal: a rule's refusal of an
+    operator or a retention request (SPEC §10; no rule refuses a hold today)."""
+    return isinstance(error, (LifecycleError, RepositoryError)) and not isinstance(
+        error, UNAUDITED_ERRORS
     )
 
 
@@ -277,7 +276,7 @@ class OperatorActor:
             answer = send(operation_id)
         except (OxideBatchError, ApiError) as error:
             code = error_code(error)
-            outcome = REJECTED if audited_refusal(error, audit) else NOT_AUDITED
+            outcome = REJECTED if audited_refusal(error) else NOT_AUDITED
             if getattr(error, "replayed", False):
                 self.ledger.anomaly(f"a new operation id {operation_id} was answered as a replay")
             self.ledger.operator.append(

@@ -16,6 +16,7 @@ from oxide_batch.api.serializers.base import (
     ResponseOutcomeField,
     operator_string,
 )
+from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.retention import PurgeCounts, RetentionAction
 from oxide_batch.services.audit import Outcome
 from oxide_batch.services.retention import RetentionResult
@@ -49,7 +50,8 @@ class PurgeCountsOutput(Output):
 
 
 class RetentionRecordOutput(Output):
-    """One retention audit row: a hold, a release or an applied purge batch."""
+    """One retention audit row: a hold, a release or a purge batch — applied, or
+    refused by a rule (REJECTED, with the problem's code)."""
 
     id = serializers.IntegerField()
     action = EnumField(RetentionAction)
@@ -62,7 +64,14 @@ class RetentionRecordOutput(Output):
     batch_bound = serializers.IntegerField(allow_null=True)
     counts = PurgeCountsOutput()
     changed = serializers.BooleanField()
-    applied_at = InstantField()
+    outcome = EnumField(RecordOutcome)
+    rejection_code = serializers.CharField(
+        allow_null=True, help_text="REJECTED: the problem's code."
+    )
+    rejection_details = serializers.DictField(
+        allow_null=True, help_text="REJECTED: the problem's fields."
+    )
+    applied_at = InstantField(help_text="When it was applied (or refused).")
 
 
 class HoldResponseOutput(Output):

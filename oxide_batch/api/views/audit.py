@@ -74,13 +74,17 @@ class RetentionRecordsView(BatchView):
 
     @endpoint(
         operation_id="list_retention_records",
-        summary="Retention records (append-only audit: holds and purge batches), newest first",
+        summary=(
+            "Retention records (append-only audit: holds and purge batches, APPLIED and "
+            "REJECTED), newest first"
+        ),
         permission=VIEW_BATCH,
         ok={200: s.RetentionRecordPageOutput},
         listing=True,
         parameters=[
             OpenApiParameter("job_instance_id", int, description="Only rows of this instance."),
             OpenApiParameter("action", str, enum=[action.value for action in RetentionAction]),
+            OpenApiParameter("outcome", str, enum=[outcome.value for outcome in RecordOutcome]),
             OpenApiParameter("operation_id", str),
             *PAGE_PARAMETERS,
         ],

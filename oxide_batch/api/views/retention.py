@@ -105,10 +105,13 @@ class PurgeApplyView(BatchView):
         operation_id="apply_purge",
         summary="Apply a surveyed purge plan (all or nothing)",
         description=(
-            "Every candidate is re-checked under lock (full eligibility, versions, "
-            "holds) and the plan digest recomputed: any change is "
-            "`retention_plan_stale` and nothing is deleted. An empty plan applies with "
-            "zero counts. One retention record per applied batch. " + REPLAY_DOC
+            "Every candidate is re-checked under lock (the instances, then their "
+            "executions: full eligibility, versions, holds) and the plan digest "
+            "recomputed: any change is `retention_plan_stale`, nothing is deleted and "
+            "the refusal is recorded (a REJECTED retention record; a new survey needs a "
+            "new operation id). An empty plan applies with zero counts. One retention "
+            "record per batch; its request digest covers the plan, the reason and the "
+            "criteria. " + REPLAY_DOC
         ),
         permission=OPERATE_BATCH,
         request=s.PurgeApplyInput,

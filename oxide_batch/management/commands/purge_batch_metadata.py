@@ -35,8 +35,9 @@ from oxide_batch.management.commands._cli import (
 from oxide_batch.services.audit import Outcome, validate_reason_code
 from oxide_batch.services.retention import MAX_RESURVEYS, PurgeRun, RetentionService
 
-# Room for ":<batch number>" in the 64-byte operation id of each batch.
-BATCH_SUFFIX_BYTES = 8
+# Room for ":<batch number>" and a re-survey's ".r<attempt>" in the 64-byte
+# operation id of each batch.
+BATCH_SUFFIX_BYTES = 16
 
 
 class Command(OxideCommand):
@@ -90,6 +91,7 @@ class Command(OxideCommand):
             operation_id,
             options["reason"],
             between_batches=release_idle_connections,
+            requested=self._requested(options, criteria),
         )
         self.report = self._report(run, operation_id)
         progress = tqdm(
@@ -123,6 +125,17 @@ class Command(OxideCommand):
         return PurgeCriteria(
             cutoff, options["job_name"], purge_statuses(options["statuses"]), options["batch_size"]
         )
+
+    @staticmethod
+    def _requested(options: dict[str, Any], criteria: PurgeCriteria) -> dict[str, Any]:
+        """The run's criteria as given, for its request digest: a rerun with
+        ``--older-than`` resumes under a cutoff that moved with the clock, while
+        another age, cutoff, job, status set or batch size is a conflict."""
+        requested = criteria.to_json()
+        if options["older_than"] is not None:
+            del requested["cutoff"]
+            requested["older_than_seconds"] = int(options["older_than"].total_seconds())
+        return requested
 
     @staticmethod
     def _summary(options: dict[str, Any], criteria: PurgeCriteria) -> str:
