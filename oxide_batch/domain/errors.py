@@ -198,6 +198,24 @@ class InvalidStartLimit(DomainError):
 
 
 @dataclass(eq=False)
+class PartitionRestartMismatch(DomainError):
+    """A plan restart whose source step is of another node or job instance than its
+    target. Input-shaped: node and instance of a step never change, so the same
+    request can never succeed (400, attributed to ``source_step_execution_id``)."""
+
+    code: ClassVar[str] = "partition_restart_mismatch"
+    source_step_execution_id: int
+    target_step_execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"step execution {self.source_step_execution_id} is of another node or job "
+            f"instance than step execution {self.target_step_execution_id}"
+        )
+
+
+@dataclass(eq=False)
 class InvalidTimestampOrder(DomainError):
     code: ClassVar[str] = "invalid_timestamp_order"
 

@@ -157,10 +157,12 @@ class FlowOperations(StepOperations):
         ``start_limit`` → ``StartLimitExceeded`` (creating a STARTING row consumes
         one start; ``None`` = unlimited). In a restart attempt the step takes over
         counts, checkpoint and context of the newest row of the node anywhere in
-        the instance, else it starts fresh. A repeated step name or node in the
-        execution → ``StepExecutionExists``; a lock or serialization conflict →
-        ``ConcurrentModification``. ``start_limit`` must be a positive integer
-        (``TypeError``/``ValueError`` otherwise: the caller validates the plan).
+        the instance, else it starts fresh; a checkpoint or context to take over
+        that does not verify → ``FaultStateCorrupt`` (no row). A repeated step
+        name or node in the execution → ``StepExecutionExists``; a lock or
+        serialization conflict → ``ConcurrentModification``. ``start_limit`` must
+        be a positive integer (``TypeError``/``ValueError`` otherwise: the caller
+        validates the plan).
         """
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id, NameKind.NODE)

@@ -8,7 +8,12 @@ from typing import Any
 from django.db.models import Field
 
 from oxide_batch import models
-from oxide_batch.domain.errors import CountExhausted, InvalidEnvelope, PartitionStateCorrupt
+from oxide_batch.domain.errors import (
+    CountExhausted,
+    FaultStateCorrupt,
+    InvalidEnvelope,
+    PartitionStateCorrupt,
+)
 from oxide_batch.domain.execution import COUNT_FIELDS, UNKNOWN_EXIT_CODE, ExecutionCounts
 from oxide_batch.domain.partitions import MAX_PARTITIONS, StepPartition
 from oxide_batch.domain.state import (
@@ -92,6 +97,20 @@ def load_context(row: Row) -> StateEnvelope | None:
         )
     except (StoredStateCorrupt, InvalidEnvelope):
         raise PartitionStateCorrupt() from None
+
+
+def carried_context(row: Row) -> StoredState | None:
+    """The stored context a restarted plan takes over from ``row``, verified, as stored.
+
+    Taking over state verifies it (SPEC §10): a context that does not verify →
+    ``FaultStateCorrupt``, like a restarted step's checkpoint. A verified context
+    is canonical, so its text and checksum are copied unchanged.
+    """
+    try:
+        envelope = load_context(row)
+    except PartitionStateCorrupt:
+        raise FaultStateCorrupt() from None
+    return None if envelope is None else StoredState(row["context"], row["context_checksum"])
 
 
 def partition_from_row(row: Row, context: StateEnvelope | None = None) -> StepPartition:

@@ -63,12 +63,26 @@ class StepState:
 
 
 def _load(row: dict[str, Any], column: str, kind: EnvelopeKind) -> StateEnvelope | None:
-    if row[column] is None:
+    """The verified envelope of ``column`` (``None`` when unset); ``FaultStateCorrupt``
+    when it does not verify or only one of text and checksum is stored."""
+    text, checksum = row[column], row[f"{column}_checksum"]
+    if text is None and checksum is None:
         return None
+    if text is None or checksum is None:
+        raise FaultStateCorrupt()
     try:
-        return load_stored(row[column], row[f"{column}_checksum"], kind=kind)
+        return load_stored(text, checksum, kind=kind)
     except StoredStateCorrupt:
         raise FaultStateCorrupt() from None
+
+
+def verified_takeover(source: dict[str, Any]) -> dict[str, Any]:
+    """The state columns a restarted step copies from ``source``, after verifying
+    both envelopes (SPEC §10: taking over state verifies it — ``FaultStateCorrupt``
+    otherwise). CPU only: the row is already read."""
+    _load(source, "checkpoint", EnvelopeKind.CHECKPOINT)
+    _load(source, "context", EnvelopeKind.CONTEXT)
+    return {column: source[column] for column in STATE_COLUMNS}
 
 
 class StepOperations(UnitOfWorkBase):
@@ -90,7 +104,8 @@ class StepOperations(UnitOfWorkBase):
         edge maps onto it — across all earlier attempts, and starts fresh when
         there is none. With an edge in use: a step that has earlier state but no
         mapping → ``InvalidDefinitionUpgrade``; a mapped source step without a
-        row → ``RestartStateNotFound``.
+        row → ``RestartStateNotFound``. A checkpoint or context to take over that
+        does not verify → ``FaultStateCorrupt`` and no step is created.
         """
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
@@ -151,14 +166,18 @@ class StepOperations(UnitOfWorkBase):
         node: str,
         source: dict[str, Any] | None,
     ) -> StepExecution:
-        """Insert a STARTING step, taking over ``source``'s counts and state."""
+        """Insert a STARTING step, taking over ``source``'s counts and state.
+
+        ``source``'s checkpoint and context are verified before anything is
+        written: one that does not verify → ``FaultStateCorrupt``, no row.
+        """
         now = self.now()
         metadata = ExecutionMetadata.starting(now)
         state: dict[str, Any] = {}
         if source is not None:
+            state = verified_takeover(source)
             counts = ExecutionCounts(*(source[f"{name}_count"] for name in COUNT_FIELDS))
             metadata = dataclasses.replace(metadata, counts=counts)
-            state = {column: source[column] for column in STATE_COLUMNS}
         new_id = self._insert_unless_conflict(
             models.StepExecution,
             {

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from oxide_batch.api import serializers as s
+from oxide_batch.api.errors import at
 from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
@@ -81,16 +82,26 @@ class PartitionRestartView(BatchView):
     @endpoint(
         operation_id="restart_partition_plan",
         summary="Carry a stopped or failed attempt's plan into this restarted step",
-        description="COMPLETED partitions are carried with their worker and not rerun.",
+        description=(
+            "COMPLETED partitions are carried with their worker and not rerun. A source "
+            "step of another node or job instance is `invalid_request` on "
+            "`source_step_execution_id` (`partition_restart_mismatch`); a source job "
+            "execution that is not STOPPED or FAILED is `not_restartable`; a source "
+            "step without a plan is `restart_state_not_found`; a carried context that "
+            "does not verify is `fault_state_corrupt`."
+        ),
         permission=RUN_BATCH,
         request=s.PlanRestartInput,
         ok={201: s.PlanOutput},
         errors={
             404: ("step_execution_not_found",),
             409: (
-                "partition_state_corrupt",
+                "not_restartable",
                 "partition_parent_not_active",
                 "partition_plan_exists",
+                "restart_state_not_found",
+                "partition_state_corrupt",
+                "fault_state_corrupt",
             ),
         },
         body=True,
@@ -100,7 +111,8 @@ class PartitionRestartView(BatchView):
     def post(self, request: Request, step_id: int) -> Response:
         source = self.read(s.PlanRestartInput, request.data).to_domain()
         with self.repository().begin() as uow:
-            plan = uow.restart_step_partition_plan(source, step_id)
+            with at("source_step_execution_id"):  # the node/instance pairing, checked there
+                plan = uow.restart_step_partition_plan(source, step_id)
             uow.commit()
         return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
 

@@ -51,7 +51,8 @@ class ExecutionStepsView(BatchView):
         description=(
             "With `node_id` or `start_limit` it is a flow step: the node's starts across "
             "the instance count against the limit. In a restart attempt the step takes "
-            "over the newest earlier state of the same step (or node)."
+            "over the newest earlier state of the same step (or node), verified: state "
+            "that does not verify is `fault_state_corrupt` and no step is created."
         ),
         permission=RUN_BATCH,
         request=s.StepInput,
@@ -64,6 +65,7 @@ class ExecutionStepsView(BatchView):
                 "start_limit_exceeded",
                 "invalid_definition_upgrade",
                 "restart_state_not_found",
+                "fault_state_corrupt",
                 "concurrent_modification",
             ),
         },
