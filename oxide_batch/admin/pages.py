@@ -12,7 +12,7 @@ from django.contrib import admin
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models
@@ -620,8 +620,16 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "operator_reference",
         "operator_user_id",
         "decided_at",
+        "resolved_steps",
     )
     execution = StepExecutionAdmin.execution
+
+    @admin.display(description="resolved steps (→ FAILED)")
+    def resolved_steps(self, obj: models.RecoveryDecision) -> SafeString:
+        ids = obj.resolved_step_ids or []
+        if not ids:
+            return format_html("{}", "none")
+        return format_html_join(", ", "{}", ((link("stepexecution", pk),) for pk in ids))
 
 
 @admin.register(models.OperatorRequest)

@@ -22,7 +22,6 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
 from oxide_batch.domain.operator import OperatorRecord
-from oxide_batch.domain.retention import PurgeCounts, RetentionAction, RetentionRecord
 from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
 from oxide_batch.repository.records import (
     INSTANCE_COLUMNS,
@@ -33,6 +32,8 @@ from oxide_batch.repository.records import (
     job_execution_from_row,
     step_execution_from_row,
 )
+from oxide_batch.repository.retention import RECORD_COLUMNS as RETENTION_RECORD_COLUMNS
+from oxide_batch.repository.retention import retention_record_from_row as retention_record_from_row
 
 EXTRA_COLUMNS = (
     "stop_requested_at",
@@ -214,21 +215,7 @@ RECOVERY_DECISION_COLUMNS = (
     "operator_reference",
     "evidence_digest",
     "decided_at",
-)
-RETENTION_RECORD_COLUMNS = (
-    "id",
-    "action",
-    "operation_id",
-    "actor",
-    "actor_user_id",
-    "reason_code",
-    "request_digest",
-    "job_instance_id",
-    "plan_digest",
-    "batch_bound",
-    *(f"deleted_{kind}" for kind in models.PURGE_KINDS),
-    "changed",
-    "applied_at",
+    "resolved_step_ids",
 )
 
 
@@ -253,21 +240,3 @@ def retention_records() -> QuerySet[Any, dict[str, Any]]:
         *RETENTION_RECORD_COLUMNS
     )
     return rows
-
-
-def retention_record_from_row(row: Row) -> RetentionRecord:
-    return RetentionRecord(
-        id=row["id"],
-        action=RetentionAction(row["action"]),
-        operation_id=row["operation_id"],
-        actor=row["actor"],
-        actor_user_id=row["actor_user_id"],
-        reason_code=row["reason_code"],
-        request_digest=row["request_digest"],
-        job_instance_id=row["job_instance_id"],
-        plan_digest=row["plan_digest"],
-        batch_bound=row["batch_bound"],
-        counts=PurgeCounts(*(row[f"deleted_{kind}"] for kind in models.PURGE_KINDS)),
-        changed=row["changed"],
-        applied_at=row["applied_at"],
-    )

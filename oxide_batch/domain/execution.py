@@ -211,6 +211,8 @@ class JobExecution(_Execution):
     definition_id: int
     restart_of_id: int | None = None
     upgrade_id: int | None = None
+    # The recovery decision that resolved it: the runtime is fenced (SPEC §10).
+    recovery_decision_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -221,3 +223,5 @@ class StepExecution(_Execution):
     job_execution_id: int
     step_name: str
     node_id: str
+    # The recovery decision that resolved it to FAILED: fenced (SPEC §10).
+    recovery_decision_id: int | None = None

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import enum
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from oxide_batch.domain.errors import (
+    IllegalTransition,
     InvalidCharacters,
+    InvalidState,
     InvalidTimestampOrder,
     InvalidTransitionTime,
     RecoveryFieldControlCharacter,
@@ -17,16 +21,26 @@ from oxide_batch.domain.errors import (
     RecoveryNotAllowed,
 )
 from oxide_batch.domain.execution import (
+    ExecutionCounts,
     ExecutionMetadata,
     ExecutionTimestamps,
     FailureSummary,
     JobExecution,
+    StepExecution,
 )
-from oxide_batch.domain.lifecycle import next_version, validate_expected_version
+from oxide_batch.domain.lifecycle import (
+    LifecycleTransition,
+    compare_and_commit_chunk,
+    compare_and_enrich,
+    compare_and_transition,
+    next_version,
+    validate_expected_version,
+)
 from oxide_batch.domain.names import OperatorStringKind, has_surrounding_whitespace, is_control
-from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
+from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus, FailureCategory
 
 EVIDENCE_DIGEST_BYTES = 32
+E = TypeVar("E", JobExecution, StepExecution)
 
 
 class RecoveryDisposition(enum.StrEnum):
@@ -72,6 +86,10 @@ class RecoveryRequest:
     operator_reference: str
     evidence_digest: bytes
     failure: FailureSummary | None = None
+    # What the execution's unfinished steps are resolved with (SPEC §10): the
+    # execution's failure for MARK_FAILED; for ABANDON (whose execution gets no
+    # new failure) STALE_RECOVERED with a server-generated id unless given.
+    steps_failure: FailureSummary | None = None
 
     def __post_init__(self) -> None:
         _validate_text(self.reason_code, OperatorStringKind.REASON_CODE, "reason_code")
@@ -80,6 +98,12 @@ class RecoveryRequest:
             raise InvalidCharacters(kind="evidence digest", allowed="exactly 32 bytes")
         if (self.disposition is RecoveryDisposition.MARK_FAILED) != (self.failure is not None):
             raise ValueError("MARK_FAILED carries exactly one failure; ABANDON carries none")
+        if self.steps_failure is None:
+            object.__setattr__(
+                self,
+                "steps_failure",
+                self.failure or FailureSummary(FailureCategory.STALE_RECOVERED, new_failure_id()),
+            )
 
     @classmethod
     def mark_failed(
@@ -108,6 +132,7 @@ class RecoveryRequest:
         reason_code: str,
         operator_reference: str,
         evidence_digest: bytes,
+        steps_failure: FailureSummary | None = None,
     ) -> RecoveryRequest:
         return cls(
             expected_version,
@@ -115,6 +140,7 @@ class RecoveryRequest:
             reason_code,
             operator_reference,
             evidence_digest,
+            steps_failure=steps_failure,
         )
 
     def __repr__(self) -> str:
@@ -139,6 +165,8 @@ class RecoveryDecision:
     operator_reference: str
     evidence_digest: bytes
     decided_at: datetime
+    # The unfinished steps resolved to FAILED with the decision, ascending.
+    resolved_step_ids: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -147,7 +175,8 @@ class RecoveryDecision:
             f"prior_status={self.prior_status.value}, "
             f"resulting_status={self.resulting_status.value}, "
             f"reason_code={self.reason_code!r}, operator_reference={self.operator_reference!r}, "
-            f"evidence_digest=<redacted>, decided_at={self.decided_at.isoformat()})"
+            f"evidence_digest=<redacted>, decided_at={self.decided_at.isoformat()}, "
+            f"resolved_step_ids={self.resolved_step_ids!r})"
         )
 
 
@@ -157,6 +186,78 @@ class RecoveryResult:
 
     execution: JobExecution
     decision: RecoveryDecision
+
+
+def new_failure_id() -> int:
+    """A server-generated failure id (SPEC §9): random, positive, 63 bits."""
+    return secrets.randbelow(2**63 - 1) + 1
+
+
+def resolved_step(
+    step: StepExecution, failure: FailureSummary, decided_at: datetime
+) -> StepExecution:
+    """An unfinished step of a recovered execution, resolved with the decision
+    (SPEC §10): FAILED with ``failure``, ended at the decision time, version + 1
+    — through the lifecycle table (every unfinished status may become FAILED)."""
+    metadata, version = compare_and_transition(
+        step.metadata,
+        step.version,
+        step.version,
+        LifecycleTransition(BatchStatus.FAILED, failure=failure, at=decided_at),
+    )
+    return step.with_state(metadata, version, decided_at)
+
+
+def refuse_fenced(
+    row: JobExecution | StepExecution, expected_version: int, target: BatchStatus | None = None
+) -> None:
+    """The fence of SPEC §10: a row a recovery resolved takes no runtime write.
+
+    Nothing for a row no recovery resolved. Otherwise ``StaleVersion`` first
+    (the old worker's version is one behind), then ``IllegalTransition`` for a
+    transition to ``target`` or ``InvalidState`` for any other write. The
+    ``fenced_*`` CAS helpers apply every lifecycle rule first and the fence last,
+    so it only refuses what the rules alone would allow (FAILED → ABANDONED of a
+    step, an exit enrichment).
+    """
+    if row.recovery_decision_id is None:
+        return
+    validate_expected_version(expected_version, row.version)
+    if target is not None:
+        raise IllegalTransition(from_status=row.status, to_status=target)
+    raise InvalidState(id=row.id, status=row.status)
+
+
+def fenced_transition(
+    current: E, expected_version: int, transition: LifecycleTransition, *, runtime_job: bool = True
+) -> tuple[ExecutionMetadata, int]:
+    """A runtime's transition CAS behind the fence (:func:`refuse_fenced`)."""
+    changed = compare_and_transition(
+        current.metadata, current.version, expected_version, transition, runtime_job=runtime_job
+    )
+    refuse_fenced(current, expected_version, transition.target)
+    return changed
+
+
+def fenced_enrich(
+    current: E, expected_version: int, exit_code: str
+) -> tuple[ExecutionMetadata, int]:
+    """A runtime's exit enrichment behind the fence."""
+    changed = compare_and_enrich(current.metadata, current.version, expected_version, exit_code)
+    refuse_fenced(current, expected_version)
+    return changed
+
+
+def fenced_chunk(
+    current: StepExecution, expected_version: int, counts: ExecutionCounts
+) -> tuple[ExecutionMetadata, int]:
+    """A chunk commit behind the fence (a resolved step is FAILED: the rules
+    refuse it already; the fence is kept for the record)."""
+    changed = compare_and_commit_chunk(
+        current.metadata, current.version, expected_version, counts, execution_id=current.id
+    )
+    refuse_fenced(current, expected_version)
+    return changed
 
 
 def recovered_execution(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime
+
+from django.db.models import F
+
 from oxide_batch import models
 from oxide_batch.domain.errors import (
     IncompatibleDefinition,
@@ -9,15 +14,16 @@ from oxide_batch.domain.errors import (
     JobInstanceNotFound,
 )
 from oxide_batch.domain.execution import (
+    FailureSummary,
     JobExecution,
     JobInstance,
     JobInstanceSelection,
+    StepExecution,
 )
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.launch import plan_new_attempt
 from oxide_batch.domain.lifecycle import (
     LifecycleTransition,
-    compare_and_enrich,
     compare_and_transition,
 )
 from oxide_batch.domain.parameters import JobInstanceKey
@@ -25,24 +31,31 @@ from oxide_batch.domain.recovery import (
     RecoveryDecision,
     RecoveryRequest,
     RecoveryResult,
+    fenced_enrich,
+    fenced_transition,
     recovered_execution,
+    resolved_step,
 )
+from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
 from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
     DECISION_COLUMNS,
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
+    STEP_EXECUTION_COLUMNS,
     changed_columns,
     decision_from_row,
     instance_from_row,
     job_execution_from_row,
     metadata_columns,
     parameters_to_json,
+    step_execution_from_row,
 )
 from oxide_batch.repository.unit_of_work import operation
 
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+UNRESOLVED_STATUS_VALUES = [status.value for status in sorted(UNRESOLVED_STATUSES)]
 
 
 class ExecutionOperations(DefinitionOperations):
@@ -209,12 +222,16 @@ class ExecutionOperations(DefinitionOperations):
             JOB_EXECUTION_COLUMNS,
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
-            lambda current, now: compare_and_transition(
-                current.metadata,
-                current.version,
-                expected_version,
-                transition.stamped(now),
-                runtime_job=by_runtime,
+            lambda current, now: (
+                compare_and_transition(
+                    current.metadata,
+                    current.version,
+                    expected_version,
+                    transition.stamped(now),
+                    runtime_job=by_runtime,
+                )
+                if not by_runtime
+                else fenced_transition(current, expected_version, transition.stamped(now))
             ),
             activity=True,
         )
@@ -230,9 +247,7 @@ class ExecutionOperations(DefinitionOperations):
             JOB_EXECUTION_COLUMNS,
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
-            lambda current, now: compare_and_enrich(
-                current.metadata, current.version, expected_version, exit_code
-            ),
+            lambda current, now: fenced_enrich(current, expected_version, exit_code),
             activity=True,
         )
 
@@ -247,8 +262,18 @@ class ExecutionOperations(DefinitionOperations):
         """Resolve an orphaned or ambiguous execution and append its decision row.
 
         Locks the execution; raises ``StaleVersion`` then ``RecoveryNotAllowed``.
-        The state change and the decision commit together; a second decision for
-        the same observed version is impossible (unique row).
+        Then, in the same transaction (SPEC §10), every step of the execution
+        that is not finished (STARTING, STARTED, STOPPING, UNKNOWN) is locked
+        (step rows in id order, the global order) and resolved: FAILED with
+        ``request.steps_failure``, ended at the decision time, version + 1 — so
+        a worker wrongly presumed dead is fenced (its next chunk commit or step
+        transition is refused). The decision, which lists the resolved step
+        ids, is inserted first so the execution and the steps it resolved can
+        reference it (``recovery_decision_id``: the fence every later runtime
+        write checks); all of it commits together, and a second decision for
+        the same observed version is impossible (unique row). 5 statements with
+        unfinished steps (lock the execution, lock the unfinished steps, insert
+        the decision, write the execution, write the steps), 4 without.
         """
         pk = self._id(JOB_EXECUTION, job_execution_id)
         row = self._lock_row(models.JobExecution, pk, JOB_EXECUTION_COLUMNS)
@@ -257,11 +282,9 @@ class ExecutionOperations(DefinitionOperations):
         prior = job_execution_from_row(row)
         now = self.now()
         recovered = recovered_execution(prior, request, now)
-        self._update(
-            models.JobExecution,
-            pk,
-            changed_columns(row, metadata_columns(recovered.metadata, recovered.version, now)),
-        )
+        assert request.steps_failure is not None
+        resolved = self._lock_unfinished_steps(pk, request.steps_failure, now)
+        resolved_ids = tuple(step.id for step in resolved)
         decision = models.RecoveryDecision.objects.using(self._using).create(
             job_instance_id=prior.job_instance_id,
             job_execution_id=pk,
@@ -273,9 +296,33 @@ class ExecutionOperations(DefinitionOperations):
             operator_user_id=operator_user_id,
             evidence_digest=request.evidence_digest.hex(),
             decided_at=now,
+            resolved_step_ids=list(resolved_ids),
         )
+        self._update(
+            models.JobExecution,
+            pk,
+            {
+                **changed_columns(
+                    row, metadata_columns(recovered.metadata, recovered.version, now)
+                ),
+                "recovery_decision_id": decision.pk,
+            },
+        )
+        if resolved_ids:
+            failure = request.steps_failure
+            # One set-based write: the resolved columns are the same for every
+            # step but the version (each step's own + 1, as the domain computed).
+            models.StepExecution.objects.using(self._using).filter(id__in=resolved_ids).update(
+                status=BatchStatus.FAILED.value,
+                ended_at=now,
+                failure_category=failure.category.value,
+                failure_id=failure.failure_id,
+                updated_at=now,
+                version=F("version") + 1,
+                recovery_decision_id=decision.pk,
+            )
         return RecoveryResult(
-            execution=recovered,
+            execution=dataclasses.replace(recovered, recovery_decision_id=decision.pk),
             decision=RecoveryDecision(
                 id=decision.pk,
                 job_execution_id=pk,
@@ -286,8 +333,23 @@ class ExecutionOperations(DefinitionOperations):
                 operator_reference=request.operator_reference,
                 evidence_digest=request.evidence_digest,
                 decided_at=now,
+                resolved_step_ids=resolved_ids,
             ),
         )
+
+    def _lock_unfinished_steps(
+        self, job_execution_id: int, failure: FailureSummary, now: datetime
+    ) -> list[StepExecution]:
+        """Lock the execution's unfinished steps in id order (the global order)
+        and resolve each through the domain rule (one locking read)."""
+        rows = (
+            models.StepExecution.objects.using(self._using)
+            .select_for_update(no_key=True)
+            .filter(job_execution_id=job_execution_id, status__in=UNRESOLVED_STATUS_VALUES)
+            .order_by("id")
+            .values(*STEP_EXECUTION_COLUMNS)
+        )
+        return [resolved_step(step_execution_from_row(row), failure, now) for row in rows]
 
     @operation
     def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None:

@@ -31,6 +31,7 @@ from oxide_batch.domain.errors import (
     FlowStateCorrupt,
     InvalidCharacters,
     InvalidStartLimit,
+    InvalidState,
     JobExecutionNotFound,
     StartLimitExceeded,
 )
@@ -48,6 +49,7 @@ from oxide_batch.domain.flow import (
 )
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.records import STEP_EXECUTION_COLUMNS, step_execution_from_row
 from oxide_batch.repository.steps import TAKEOVER_COLUMNS, StepOperations
 from oxide_batch.repository.unit_of_work import operation
@@ -224,8 +226,10 @@ class FlowOperations(StepOperations):
 
         Locks the job execution (``FOR NO KEY UPDATE``, read with its definition;
         none → ``JobExecutionNotFound``), so sequence = existing count + 1 is
-        gap-free. ``FlowStateCorrupt`` when: the definition is not a format-2/3
-        plan; the decision disagrees with it (fingerprint ≠ manifest digest,
+        gap-free. ``InvalidState`` unless it is STARTING, STARTED or STOPPING (a
+        finished or recovered execution takes no late decision).
+        ``FlowStateCorrupt`` when: the definition is not a format-2/3 plan; the
+        decision disagrees with it (fingerprint ≠ manifest digest,
         source node missing or of a kind that does not fit, the most specific
         matching transition leads elsewhere, a step-sourced kind without a source
         step); the source step is of another instance or node; the reused
@@ -247,6 +251,7 @@ class FlowOperations(StepOperations):
             .filter(pk=pk)
             .values(
                 "job_instance_id",
+                "status",
                 "definition__manifest",
                 "definition__manifest_digest",
                 "definition__manifest_format",
@@ -255,6 +260,10 @@ class FlowOperations(StepOperations):
         )
         if execution is None:
             raise JobExecutionNotFound(id=pk)
+        status = BatchStatus(execution["status"])
+        if not status.is_active:
+            # A finished (or recovered) execution's flow is history: no late decision.
+            raise InvalidState(id=pk, status=status)
         if execution["definition__manifest_format"] not in FLOW_FORMATS:
             raise FlowStateCorrupt()
         plan = _plan(execution["definition__manifest"])

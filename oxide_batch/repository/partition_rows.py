@@ -57,8 +57,8 @@ INSERT_COLUMNS = (
     *COUNT_COLUMNS,
     *CONTEXT_COLUMNS,
 )
-PARENT_COLUMNS = ("id", "status", "job_execution_id")
-WORKER_COLUMNS = ("id", "status", "exit_code", "job_execution_id", *COUNT_COLUMNS)
+# A partition's parent and its worker, locked together (what either check reads).
+STEP_LOCK_COLUMNS = ("id", "status", "exit_code", "job_execution_id", *COUNT_COLUMNS)
 
 
 @dataclass(frozen=True)

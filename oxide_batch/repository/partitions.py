@@ -1,8 +1,9 @@
 """Step partitions in the Django adapter (SPEC §2.4).
 
-Every partition mutation takes its locks in the order the port fixes — job
-execution, parent step, partitions (key byte order), worker step — each with
-one ``FOR NO KEY UPDATE`` read, then one write. A plan's rows are inserted by
+Every partition mutation takes its locks in the global order
+(docs/repository.md) — job execution, step rows in id order (a parent and its
+worker in one statement), partitions in key byte order — each with one
+``FOR NO KEY UPDATE`` read, then one write. A plan's rows are inserted by
 one multi-row ``INSERT … RETURNING`` whatever their number (Django's
 ``bulk_create`` splits into batches of ~60 rows on SQLite), so creating,
 reading, restarting and aggregating a plan costs the same number of
@@ -14,22 +15,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from django.db.models import QuerySet, Subquery
+from django.db.models import Q, QuerySet, Subquery
 from django.db.models.functions import Collate
 
 from oxide_batch import models
 from oxide_batch.domain.errors import (
     EmptyPartitionPlan,
+    InvalidState,
+    NotRestartable,
     OxideBatchError,
     PartitionAggregationIncomplete,
     PartitionParentNotActive,
     PartitionPlanExists,
     PartitionPlanNotCommitted,
+    PartitionRestartMismatch,
     PartitionStateCorrupt,
     PartitionUpdateNotAllowed,
     PartitionWorkerAlreadyAssigned,
     PartitionWorkerMismatch,
     PartitionWorkerStale,
+    RestartStateNotFound,
     StaleVersion,
     StepExecutionNotFound,
     StepPartitionNotFound,
@@ -57,6 +62,7 @@ from oxide_batch.domain.partitions import (
     key_bytes,
     validate_plan,
 )
+from oxide_batch.domain.recovery import refuse_fenced
 from oxide_batch.domain.state import (
     EnvelopeKind,
 )
@@ -64,12 +70,11 @@ from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.repository.partition_rows import (
     CONTEXT_COLUMNS,
     COUNT_COLUMNS,
-    PARENT_COLUMNS,
     PARTITION_COLUMNS,
-    WORKER_COLUMNS,
+    STEP_LOCK_COLUMNS,
+    carried_context,
     counts_columns,
     insert_partitions,
-    load_context,
     new_row,
     partition_context,
     partition_from_row,
@@ -108,8 +113,10 @@ class PartitionOperations(UnitOfWorkBase):
         Validates before any statement (``EmptyPartitionPlan``,
         ``PartitionPlanTooLarge``, ``DuplicatePartitionKey`` by key bytes,
         ``InvalidEnvelope`` for a context above 4 KiB), then locks the parent
-        (``FOR NO KEY UPDATE``): ``StepExecutionNotFound``,
-        ``PartitionParentNotActive``, ``PartitionPlanExists``. Every partition
+        (``FOR NO KEY UPDATE``, read with its job execution's status):
+        ``StepExecutionNotFound``, ``PartitionParentNotActive``, ``InvalidState``
+        when the job execution is not STARTING/STARTED/STOPPING,
+        ``PartitionPlanExists``. Every partition
         is STARTING, unassigned, exit ``UNKNOWN``, counts 0, version 0, ordinal
         = 1-based entry position; one INSERT writes them all or none. Workers
         cannot be assigned until this unit of work commits.
@@ -118,12 +125,23 @@ class PartitionOperations(UnitOfWorkBase):
         entries = list(entries)
         validate_plan(entries)
         contexts = [partition_context(entry.context) for entry in entries]
-        parent = self._lock_row(models.StepExecution, parent_id, ("status", "job_instance_id"))
+        parent = (
+            models.StepExecution.objects.using(self._using)
+            .select_for_update(no_key=True, of=("self",))
+            .filter(pk=parent_id)
+            .values("status", "job_instance_id", "job_execution_id", "job_execution__status")
+            .first()
+        )
         if parent is None:
             raise StepExecutionNotFound(id=parent_id)
         status = BatchStatus(parent["status"])
         if status not in PLAN_PARENT_STATUSES:
             raise PartitionParentNotActive(step_execution_id=parent_id, status=status)
+        job_status = BatchStatus(parent["job_execution__status"])
+        if not job_status.is_active:
+            # A step left running under a finished (or recovered) execution
+            # starts no new work.
+            raise InvalidState(id=parent["job_execution_id"], status=job_status)
         if self._partitions_of(parent_id).exists():
             raise PartitionPlanExists(step_execution_id=parent_id)
         rows = [
@@ -158,7 +176,7 @@ class PartitionOperations(UnitOfWorkBase):
     ) -> StepPartition:
         """Bind a worker step to a partition: STARTED, exit ``UNKNOWN``, counts 0, version + 1.
 
-        Locks the parent step, the partition, then the worker step. Raises
+        Locks the parent and worker steps (id order), then the partition. Raises
         ``StepPartitionNotFound``; ``PartitionPlanNotCommitted`` when this unit
         of work created the plan; ``PartitionParentNotActive`` unless the parent
         is STARTED; ``StaleVersion``; ``PartitionUpdateNotAllowed`` unless the
@@ -169,7 +187,7 @@ class PartitionOperations(UnitOfWorkBase):
         """
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
-        parent = self._lock_parent_of(pk)
+        parent, worker = self._lock_parent_and_worker(pk, worker_id)
         if parent["id"] in self._plans_created_here():
             raise PartitionPlanNotCommitted(step_execution_id=parent["id"])
         self._require_parent(parent, frozenset({S.STARTED}))
@@ -178,7 +196,6 @@ class PartitionOperations(UnitOfWorkBase):
         first_run = partition.status is S.STARTING and partition.worker_step_execution_id is None
         if not first_run and partition.status not in RETRYABLE:
             raise PartitionUpdateNotAllowed(id=pk, status=partition.status)
-        worker = self._lock_row(models.StepExecution, worker_id, ("id", "job_execution_id"))
         if worker is None:
             raise StepExecutionNotFound(id=worker_id)
         if worker_id == parent["id"] or worker["job_execution_id"] != parent["job_execution_id"]:
@@ -206,7 +223,7 @@ class PartitionOperations(UnitOfWorkBase):
         """Record a partition's outcome, copied from its worker row; version + 1.
 
         Status, exit code and counts come from the worker step, never from the
-        caller. Locks the parent step, the partition, then the worker. Raises
+        caller. Locks the parent and worker steps (id order), then the partition. Raises
         ``StepPartitionNotFound``; ``PartitionParentNotActive`` unless the
         parent is STARTED or STOPPING; ``StaleVersion``;
         ``PartitionUpdateNotAllowed`` unless the partition is STARTED;
@@ -216,7 +233,7 @@ class PartitionOperations(UnitOfWorkBase):
         """
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
-        parent = self._lock_parent_of(pk)
+        parent, worker = self._lock_parent_and_worker(pk, worker_id)
         self._require_parent(parent, COMPLETION_PARENT_STATUSES)
         row, partition = self._lock_partition(pk)
         validate_expected_version(expected_version, partition.version)
@@ -224,7 +241,6 @@ class PartitionOperations(UnitOfWorkBase):
             raise PartitionUpdateNotAllowed(id=pk, status=partition.status)
         if partition.worker_step_execution_id != worker_id:
             raise PartitionWorkerStale(partition_id=pk, worker_step_execution_id=worker_id)
-        worker = self._lock_row(models.StepExecution, worker_id, WORKER_COLUMNS)
         if worker is None:
             raise StepExecutionNotFound(id=worker_id)
         if worker["job_execution_id"] != parent["job_execution_id"]:
@@ -251,7 +267,7 @@ class PartitionOperations(UnitOfWorkBase):
         """Move the parent to its partitions' aggregate, in this transaction.
 
         Locks the parent, then every partition in key byte order (one
-        statement), then the selected worker. The parent takes the most severe
+        statement), and reads the selected worker's failure. The parent takes the most severe
         status (COMPLETED < STOPPED < FAILED < UNKNOWN) through the lifecycle
         table, the exit code and failure of the first partition in key order
         with that status, and the summed counts; version + 1. Repeating an
@@ -268,6 +284,7 @@ class PartitionOperations(UnitOfWorkBase):
         if row is None:
             raise StepExecutionNotFound(id=parent_id)
         parent = step_execution_from_row(row)
+        refuse_fenced(parent, expected_version)  # a recovered parent takes no aggregate
         partitions = [partition_from_row(p) for p in self._lock_plan_in_key_order(parent_id)]
         if parent.version != expected_version:
             if self._already_aggregated(parent, expected_version, partitions):
@@ -301,16 +318,20 @@ class PartitionOperations(UnitOfWorkBase):
         """Carry a failed or stopped attempt's plan over to the restarted step, in ordinal order.
 
         Locks the source's job execution, then both steps (one statement, id
-        order). Same key, ordinal and context (re-verified); COMPLETED
-        partitions keep their worker, exit code and counts and are not rerun;
-        every other one (UNKNOWN included) becomes unassigned STARTING with
-        exit ``UNKNOWN`` and counts 0; version 0; one INSERT, whole plan or
-        nothing. Raises ``StepExecutionNotFound``; ``PartitionStateCorrupt``
-        (other node or job instance, empty source plan, a row that does not
-        verify); ``PartitionParentNotActive`` when the source job execution is
-        not STOPPED/FAILED or the target step not STARTING/STARTED;
-        ``PartitionPlanExists``. Like a new plan, it must commit before
-        workers are assigned.
+        order). Same key, ordinal and context (verified, copied as stored);
+        COMPLETED partitions keep their worker, exit code and counts and are not
+        rerun; every other one (UNKNOWN included) becomes unassigned STARTING
+        with exit ``UNKNOWN`` and counts 0; version 0; one INSERT, whole plan or
+        nothing. Raises, in this order: ``StepExecutionNotFound``;
+        ``PartitionRestartMismatch`` when the steps are of different nodes or
+        job instances (input: it can never succeed); ``NotRestartable`` (with
+        its status) when the source job execution is not STOPPED/FAILED;
+        ``PartitionParentNotActive`` when the target step is not
+        STARTING/STARTED; ``PartitionPlanExists``; ``RestartStateNotFound``
+        when the source step has no plan; ``PartitionStateCorrupt`` for a
+        source row whose status, worker, ordinal or counts contradict each
+        other; ``FaultStateCorrupt`` for a source context that does not verify
+        (SPEC §10). Like a new plan, it must commit before workers are assigned.
         """
         source_id = self._id(STEP_EXECUTION, source_step_execution_id)
         target_id = self._id(STEP_EXECUTION, target_step_execution_id)
@@ -321,10 +342,13 @@ class PartitionOperations(UnitOfWorkBase):
             target["node_id"],
             target["job_instance_id"],
         ):
-            raise PartitionStateCorrupt()
+            raise PartitionRestartMismatch(
+                source_step_execution_id=source_id, target_step_execution_id=target_id
+            )
         job_status = BatchStatus(source_job["status"])
         if job_status not in RESTARTABLE_JOB_STATUSES:
-            raise PartitionParentNotActive(step_execution_id=source_id, status=job_status)
+            # A plan is carried from a finished attempt only, as a new attempt is made.
+            raise NotRestartable(status=job_status)
         target_status = BatchStatus(target["status"])
         if target_status not in PLAN_PARENT_STATUSES:
             raise PartitionParentNotActive(step_execution_id=target_id, status=target_status)
@@ -337,7 +361,10 @@ class PartitionOperations(UnitOfWorkBase):
         if any(row["step_execution_id"] == target_id for row in rows):
             raise PartitionPlanExists(step_execution_id=target_id)
         if not rows:
-            raise PartitionStateCorrupt()
+            # Nothing to carry (the attempt stopped before planning): the runtime plans anew.
+            raise RestartStateNotFound(
+                execution_id=target["job_execution_id"], step_name=target["step_name"]
+            )
         new_rows = [self._carried_row(row, target["job_instance_id"], target_id) for row in rows]
         ids = insert_partitions(self._connection, new_rows)
         self._plans_created_here().add(target_id)
@@ -354,23 +381,33 @@ class PartitionOperations(UnitOfWorkBase):
     def _partitions_of(self, parent_id: int) -> QuerySet[models.StepPartition]:
         return models.StepPartition.objects.using(self._using).filter(step_execution_id=parent_id)
 
-    def _lock_parent_of(self, partition_id: int) -> Row:
-        """Find and lock a partition's parent step in one statement (it is locked first)."""
-        parent_of = (
+    def _lock_parent_and_worker(self, partition_id: int, worker_id: int) -> tuple[Row, Row | None]:
+        """Find a partition's parent step and lock it with the worker step in one
+        statement, in id order — the global order of step rows, which recovery
+        follows too (a worker created before its parent has the lower id).
+        ``StepPartitionNotFound``; the worker is ``None`` when it does not exist."""
+        parent_of = Subquery(
             models.StepPartition.objects.using(self._using)
             .filter(pk=partition_id)
             .values("step_execution_id")[:1]
         )
-        parent: Row | None = (
+        rows = (
             models.StepExecution.objects.using(self._using)
             .select_for_update(no_key=True)
-            .filter(pk=Subquery(parent_of))
-            .values(*PARENT_COLUMNS)
-            .first()
+            .filter(Q(pk=parent_of) | Q(pk=worker_id))
+            .annotate(parent_of=parent_of)
+            .order_by("id")
+            .values(*STEP_LOCK_COLUMNS, "parent_of")
         )
+        parent = worker = None
+        for row in rows:
+            if row["id"] == row["parent_of"]:
+                parent = row
+            if row["id"] == worker_id:
+                worker = row
         if parent is None:
             raise StepPartitionNotFound(id=partition_id)
-        return parent
+        return parent, worker
 
     @staticmethod
     def _require_parent(parent: Row, allowed: frozenset[BatchStatus]) -> None:
@@ -437,8 +474,10 @@ class PartitionOperations(UnitOfWorkBase):
         )
 
     def _worker_failure(self, worker_id: int) -> FailureSummary | None:
-        """The selected worker's failure summary (the worker is locked last)."""
-        row = self._lock_row(models.StepExecution, worker_id, ("failure_category", "failure_id"))
+        """The selected worker's failure summary — a plain read: a step row is
+        never locked after partition rows (the global lock order), and a failure
+        once set is carried forward by every later transition."""
+        row = self._read_row(models.StepExecution, worker_id, ("failure_category", "failure_id"))
         if row is None or row["failure_category"] is None:
             return None
         return FailureSummary(FailureCategory(row["failure_category"]), row["failure_id"])
@@ -466,7 +505,7 @@ class PartitionOperations(UnitOfWorkBase):
             .select_for_update(no_key=True)
             .filter(pk__in=step_ids)
             .order_by("id")
-            .values("id", "status", "node_id", "job_instance_id")
+            .values("id", "status", "node_id", "job_instance_id", "job_execution_id", "step_name")
         )
         found: dict[int, Row] = {row["id"]: row for row in rows}
         for step_id in step_ids:
@@ -476,7 +515,7 @@ class PartitionOperations(UnitOfWorkBase):
 
     def _carried_row(self, source: Row, job_instance_id: int, target_id: int) -> Row:
         partition = partition_from_row(source)
-        stored = partition_context(load_context(source))
+        stored = carried_context(source)
         carried = partition if partition.status is S.COMPLETED else None
         return new_row(
             job_instance_id, target_id, partition.key, partition.ordinal, stored, carried

@@ -48,6 +48,7 @@ JOB_EXECUTION_COLUMNS = (
     "restart_of_id",
     "definition_id",
     "upgrade_id",
+    "recovery_decision_id",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
@@ -55,6 +56,7 @@ STEP_EXECUTION_COLUMNS = (
     "job_execution_id",
     "step_name",
     "node_id",
+    "recovery_decision_id",
 )
 INSTANCE_COLUMNS = ("id", "job_name", "identifying_parameters", "created_at")
 DECISION_COLUMNS = (
@@ -67,6 +69,7 @@ DECISION_COLUMNS = (
     "operator_reference",
     "evidence_digest",
     "decided_at",
+    "resolved_step_ids",
 )
 
 
@@ -137,6 +140,7 @@ def job_execution_from_row(row: Row) -> JobExecution:
         definition_id=row["definition_id"],
         restart_of_id=row["restart_of_id"],
         upgrade_id=row["upgrade_id"],
+        recovery_decision_id=row["recovery_decision_id"],
     )
 
 
@@ -150,6 +154,7 @@ def step_execution_from_row(row: Row) -> StepExecution:
         job_execution_id=row["job_execution_id"],
         step_name=row["step_name"],
         node_id=row["node_id"],
+        recovery_decision_id=row["recovery_decision_id"],
     )
 
 
@@ -189,4 +194,5 @@ def decision_from_row(row: Row) -> RecoveryDecision:
         operator_reference=row["operator_reference"],
         evidence_digest=bytes.fromhex(row["evidence_digest"]),
         decided_at=row["decided_at"],
+        resolved_step_ids=tuple(row["resolved_step_ids"] or ()),
     )

@@ -24,13 +24,9 @@ from oxide_batch.domain.execution import (
     StepExecution,
 )
 from oxide_batch.domain.identifiers import IdentifierKind
-from oxide_batch.domain.lifecycle import (
-    LifecycleTransition,
-    compare_and_commit_chunk,
-    compare_and_enrich,
-    compare_and_transition,
-)
+from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.recovery import fenced_chunk, fenced_enrich, fenced_transition
 from oxide_batch.domain.state import (
     EnvelopeKind,
     StateEnvelope,
@@ -151,8 +147,14 @@ class StepOperations(UnitOfWorkBase):
                     raise InvalidDefinitionUpgrade(execution_id=execution_id)
                 return None
             source_name = mapped
+        # Locked (a step row of an earlier execution, after this one's: the
+        # global order), so a late chunk commit of the earlier attempt cannot
+        # land between this read and the takeover. Same one statement.
         row: dict[str, Any] | None = (
-            earlier.filter(step_name=source_name).values(*TAKEOVER_COLUMNS).first()
+            earlier.filter(step_name=source_name)
+            .select_for_update(no_key=True)
+            .values(*TAKEOVER_COLUMNS)
+            .first()
         )
         if row is None and source_name != step_name:
             raise RestartStateNotFound(execution_id=execution_id, step_name=step_name)
@@ -236,9 +238,7 @@ class StepOperations(UnitOfWorkBase):
             STEP_EXECUTION_COLUMNS,
             step_execution_from_row,
             lambda missing: StepExecutionNotFound(id=missing),
-            lambda current, now: compare_and_commit_chunk(
-                current.metadata, current.version, expected_version, counts, execution_id=pk
-            ),
+            lambda current, now: fenced_chunk(current, expected_version, counts),
             extra,
         )
 
@@ -290,8 +290,8 @@ class StepOperations(UnitOfWorkBase):
             STEP_EXECUTION_COLUMNS,
             step_execution_from_row,
             lambda pk: StepExecutionNotFound(id=pk),
-            lambda current, now: compare_and_transition(
-                current.metadata, current.version, expected_version, transition.stamped(now)
+            lambda current, now: fenced_transition(
+                current, expected_version, transition.stamped(now), runtime_job=False
             ),
         )
 
@@ -306,7 +306,5 @@ class StepOperations(UnitOfWorkBase):
             STEP_EXECUTION_COLUMNS,
             step_execution_from_row,
             lambda pk: StepExecutionNotFound(id=pk),
-            lambda current, now: compare_and_enrich(
-                current.metadata, current.version, expected_version, exit_code
-            ),
+            lambda current, now: fenced_enrich(current, expected_version, exit_code),
         )

@@ -11,7 +11,6 @@ infrastructure failures are not audited.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -20,20 +19,12 @@ from typing import Any
 from django.conf import settings
 
 from oxide_batch.domain.errors import (
-    CommitOutcomeUnknown,
     ConcurrentModification,
     InvalidCharacters,
     InvalidState,
     JobExecutionNotFound,
-    LifecycleError,
-    MigrationRequired,
-    NewerSchema,
-    NotFound,
     OperationIdConflict,
     OxideBatchError,
-    RepositoryError,
-    SchemaUninitialized,
-    Unavailable,
     rebuild_error,
 )
 from oxide_batch.domain.evidence import (
@@ -55,6 +46,7 @@ from oxide_batch.domain.recovery import (
     RecoveryDecision,
     RecoveryDisposition,
     RecoveryRequest,
+    new_failure_id,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.observability import reporting
@@ -62,29 +54,13 @@ from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
+    is_rule_refusal,
     request_digest,
     validate_operation_id,
     validate_reason_code,
 )
 
-NOT_AUDITED = (
-    NotFound,
-    ConcurrentModification,
-    CommitOutcomeUnknown,
-    Unavailable,
-    SchemaUninitialized,
-    MigrationRequired,
-    NewerSchema,
-    OperationIdConflict,
-)
 S = BatchStatus
-
-
-def is_rule_refusal(error: OxideBatchError) -> bool:
-    """A refusal by a rule is audited as REJECTED; anything else is not."""
-    return isinstance(error, (LifecycleError, RepositoryError)) and not isinstance(
-        error, NOT_AUDITED
-    )
 
 
 @dataclass(frozen=True)
@@ -241,17 +217,23 @@ class OperatorService:
                 disposition=disposition,
                 reason_code=reason_code,
             )
+            # The execution's failure (MARK_FAILED), which its unfinished steps
+            # carry too; ABANDON's steps carry the default category (SPEC §10:
+            # the category is MARK_FAILED's only) and the execution keeps its own.
+            default = default_failure_category(proposal)
+            failure = FailureSummary(
+                (failure_category or default)
+                if disposition is RecoveryDisposition.MARK_FAILED
+                else default,
+                failure_id or new_failure_id(),
+            )
             if disposition is RecoveryDisposition.MARK_FAILED:
-                default = default_failure_category(proposal)
                 recovery = RecoveryRequest.mark_failed(
                     expected_version=expected_version,
                     reason_code=reason_code,
                     operator_reference=actor.reference,
                     evidence_digest=bytes.fromhex(evidence_digest),
-                    failure=FailureSummary(
-                        failure_category or default,
-                        failure_id or secrets.randbelow(2**63 - 1) + 1,
-                    ),
+                    failure=failure,
                 )
             else:
                 recovery = RecoveryRequest.abandon(
@@ -259,6 +241,7 @@ class OperatorService:
                     reason_code=reason_code,
                     operator_reference=actor.reference,
                     evidence_digest=bytes.fromhex(evidence_digest),
+                    steps_failure=failure,
                 )
             result = uow.recover_job_execution(
                 execution_id, recovery, operator_user_id=actor.user_id

@@ -10,11 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from oxide_batch.api import deps
 from oxide_batch.repository import FixedClock
 from tests.api.support import INSTANT, Runtime, field_error, problem
 from tests.api.test_lists import all_ids
-from tests.conftest import EPOCH
 
 AUDIT_DECISION_KEYS = {
     "id",
@@ -27,14 +25,8 @@ AUDIT_DECISION_KEYS = {
     "operator_reference",
     "evidence_digest_prefix",
     "decided_at",
+    "resolved_step_ids",
 }
-
-
-@pytest.fixture
-def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
-    clock = FixedClock(EPOCH)
-    monkeypatch.setattr(deps, "clock", clock)
-    return clock
 
 
 def recovered(rt: Runtime, operator: Runtime, clock: FixedClock, run: str) -> dict[str, Any]:

@@ -147,3 +147,16 @@ def test_flow_decision_errors(rt: Runtime, viewer: Runtime) -> None:
         409,
         "flow_state_corrupt",
     )
+
+
+def test_a_finished_or_recovered_execution_takes_no_late_flow_decision(rt: Runtime) -> None:
+    """Before, a decision appended to a FAILED (or recovered) execution was 201:
+    a worker presumed dead could still write the flow, and a restart could
+    then reuse that decision. Now 409 ``invalid_state``, nothing appended."""
+    _, execution, digest = flow_execution(rt)
+    step = rt.move_step(rt.started_step(execution, "load"), "COMPLETED")
+    failed = rt.move(execution, "FAILED")
+    path = f"executions/{execution['id']}/flow-decisions"
+    body = problem(rt.post(path, decision(step, digest)), 409, "invalid_state")
+    assert body["id"] == failed["id"]
+    assert rt.get(path) == {"results": []}

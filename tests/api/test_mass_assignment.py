@@ -206,8 +206,12 @@ CONTRACT: dict[str, May] = {
     ),
     "create_step": may(None, "StepExecution"),
     "append_flow_decision": may(None, "FlowDecision"),
+    # Recovery resolves the unfinished steps and marks what it resolved (SPEC §10).
     "recover_execution": may(
-        {"JobExecution": {"status", "version", *ENDING, *RUNTIME_WRITE}},
+        {
+            "JobExecution": {"status", "version", "recovery_decision_id", *ENDING, *RUNTIME_WRITE},
+            "StepExecution": {"status", "version", "recovery_decision_id", "updated_at", *ENDING},
+        },
         *AUDITED,
         "RecoveryDecision",
     ),

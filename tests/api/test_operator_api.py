@@ -9,12 +9,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api import deps
 from oxide_batch.api.roles import OPERATOR
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
 from oxide_batch.repository import FixedClock
@@ -28,7 +26,6 @@ from tests.api.support import (
     ok,
     problem,
 )
-from tests.conftest import EPOCH
 
 PROPOSAL_KEYS = {
     "job_execution_id",
@@ -91,16 +88,10 @@ DECISION_KEYS = {
     "operator_reference",
     "evidence_digest",
     "decided_at",
+    "resolved_step_ids",
 }
 UNKNOWN_COMMIT = {"category": "UNKNOWN_COMMIT", "failure_id": 41}
 OPERATOR_NAME = "operator-user"
-
-
-@pytest.fixture
-def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
-    clock = FixedClock(EPOCH)
-    monkeypatch.setattr(deps, "clock", clock)
-    return clock
 
 
 def orphan(rt: Runtime, clock: FixedClock, minutes: int = 16) -> dict[str, Any]:

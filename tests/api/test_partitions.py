@@ -258,14 +258,27 @@ def test_restart_a_plan(rt: Runtime) -> None:
         rt.post(restart, {"source_step_execution_id": parent["id"]}), 409, "partition_plan_exists"
     )
     unrelated = rt.started_step(again, "unrelated")
-    problem(
+    field_error(
         rt.post(
             f"steps/{unrelated['id']}/partitions/restart",
             {"source_step_execution_id": parent["id"]},
         ),
-        409,
-        "partition_state_corrupt",
+        "source_step_execution_id",
+        "partition_restart_mismatch",
     )
     field_error(
         rt.post(restart, {"source_step_execution_id": "1"}), "source_step_execution_id", "invalid"
     )
+
+
+def test_a_plan_under_a_finished_execution_is_invalid_state(rt: Runtime) -> None:
+    """A step left STARTED under a FAILED execution (or one a recovery fenced)
+    starts no new partitions: 409 ``invalid_state`` naming the execution."""
+    execution = rt.started()
+    step = rt.started_step(execution, "manager")
+    rt.move(execution, "FAILED")
+    body = problem(
+        rt.post(f"steps/{step['id']}/partitions", {"entries": [{"key": "a"}]}), 409, "invalid_state"
+    )
+    assert body["id"] == execution["id"]
+    assert rt.get(f"steps/{step['id']}/partitions")["partitions"] == []

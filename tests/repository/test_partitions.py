@@ -30,19 +30,23 @@ from oxide_batch.domain.errors import (
     CountExhausted,
     DuplicatePartitionKey,
     EmptyPartitionPlan,
+    FaultStateCorrupt,
     IllegalTransition,
     InvalidEnvelope,
     NameTooLong,
+    NotRestartable,
     PartitionAggregationIncomplete,
     PartitionParentNotActive,
     PartitionPlanExists,
     PartitionPlanNotCommitted,
     PartitionPlanTooLarge,
+    PartitionRestartMismatch,
     PartitionStateCorrupt,
     PartitionUpdateNotAllowed,
     PartitionWorkerAlreadyAssigned,
     PartitionWorkerMismatch,
     PartitionWorkerStale,
+    RestartStateNotFound,
     StaleVersion,
     StepExecutionNotFound,
     StepPartitionNotFound,
@@ -763,10 +767,11 @@ def test_a_tampered_stored_context_is_partition_state_corrupt(repo, clock, contr
             uow.step_partition_plan(contract.parent.id)
         with pytest.raises(PartitionStateCorrupt):
             uow.assign_step_partition(partitions["zeta"].id, 0, contract.workers["worker"].id)
-    # A restart carrying the plan fails closed too (whole plan or nothing).
+    # A restart carrying the plan fails closed too (whole plan or nothing); taking
+    # over state that does not verify is fault_state_corrupt (SPEC §10).
     target = _restart_attempt_parent(repo, clock, contract)
     with repo.begin() as uow:
-        with pytest.raises(PartitionStateCorrupt):
+        with pytest.raises(FaultStateCorrupt):
             uow.restart_step_partition_plan(contract.parent.id, target.id)
         assert uow.step_partition_plan(target.id) == []
 
@@ -836,12 +841,12 @@ def test_restart_refusals_in_their_order(repo, clock):
         uow.commit()
     # Another node, or the same node of another instance: not a restart of this step.
     for target in (other_node.id, other.parent.id):
-        with repo.begin() as uow, pytest.raises(PartitionStateCorrupt):
+        with repo.begin() as uow, pytest.raises(PartitionRestartMismatch):
             uow.restart_step_partition_plan(family.parent.id, target)
     # The source job execution must be STOPPED or FAILED (it is STARTED).
-    with repo.begin() as uow, pytest.raises(PartitionParentNotActive) as error:
+    with repo.begin() as uow, pytest.raises(NotRestartable) as error:
         uow.restart_step_partition_plan(family.parent.id, family.parent.id)
-    assert (error.value.step_execution_id, error.value.status) == (family.parent.id, S.STARTED)
+    assert error.value.status is S.STARTED
     target = _restart_attempt_parent(repo, clock, family)
     with repo.begin() as uow:
         uow.restart_step_partition_plan(family.parent.id, target.id)
@@ -851,11 +856,15 @@ def test_restart_refusals_in_their_order(repo, clock):
     assert exists.value.step_execution_id == target.id
 
 
-def test_restart_from_a_source_without_plan_is_partition_state_corrupt(repo, clock):
+def test_restart_from_a_source_without_plan_is_restart_state_not_found(repo, clock):
     family = make_family(repo, clock)
     target = _restart_attempt_parent(repo, clock, family)
-    with repo.begin() as uow, pytest.raises(PartitionStateCorrupt):
+    with repo.begin() as uow, pytest.raises(RestartStateNotFound) as error:
         uow.restart_step_partition_plan(family.parent.id, target.id)
+    assert (error.value.execution_id, error.value.step_name) == (
+        target.job_execution_id,
+        "partitioned",
+    )
 
 
 @pytest.mark.parametrize("path", [(S.STOPPING,), (S.COMPLETED,)])
@@ -993,7 +1002,9 @@ def test_whole_plan_operations_take_as_many_statements_for_1024_partitions_as_fo
     assert full["restart"][-1].startswith("INSERT")
 
 
-def test_assign_is_five_statements_and_complete_is_four(repo, clock, contract):
+def test_assign_is_four_statements_and_complete_is_three(repo, clock, contract):
+    """The parent and the worker are locked together, in id order (one statement:
+    the global lock order of step rows), then the partition."""
     worker = contract.workers["worker"].id
     zeta = plan(repo, contract.parent.id, "zeta")["zeta"]
     with repo.begin() as uow:
@@ -1003,10 +1014,13 @@ def test_assign_is_five_statements_and_complete_is_four(repo, clock, contract):
     with repo.begin() as uow:
         complete_sql = sql_of(lambda: uow.complete_step_partition(zeta.id, 1, worker))
         uow.commit()
-    assert [s.split()[0] for s in assign_sql] == ["SELECT"] * 4 + ["UPDATE"]
-    assert [s.split()[0] for s in complete_sql] == ["SELECT"] * 3 + ["UPDATE"]
+    assert [s.split()[0] for s in assign_sql] == ["SELECT"] * 3 + ["UPDATE"]
+    assert [s.split()[0] for s in complete_sql] == ["SELECT"] * 2 + ["UPDATE"]
+    for both in (assign_sql[0], complete_sql[0]):
+        assert both.startswith('SELECT "ob_step_execution"."id" AS "id"')
+        assert "ORDER BY 1 ASC" in both
     if on_postgres():
-        for locking in (*assign_sql[:3], *complete_sql[:3]):
+        for locking in (*assign_sql[:2], *complete_sql[:2]):
             assert locking.endswith("FOR NO KEY UPDATE")
 
 

@@ -118,8 +118,15 @@ def test_create_step_is_lock_parent_and_insert(repo, started):
     assert "ON CONFLICT" in sql[1]
 
 
-def test_recovery_is_lock_update_and_decision_insert(repo, started):
-    execution, _ = started
+def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
+    """Lock the execution and its unfinished steps, insert the decision, write
+    the execution and the steps (one set-based UPDATE whatever their number): 5
+    statements; 4 when no step is unfinished (SPEC §10)."""
+    execution, _step = started
+    with repo.begin() as uow:
+        for name in ("extract", "index"):
+            uow.create_step_execution(execution.id, name)
+        uow.commit()
     request = RecoveryRequest.abandon(
         expected_version=1,
         reason_code="ORPHAN_CONFIRMED",
@@ -128,8 +135,31 @@ def test_recovery_is_lock_update_and_decision_insert(repo, started):
     )
     with repo.begin() as uow:
         sql = count(lambda: uow.recover_job_execution(execution.id, request))
-    assert len(sql) == 3
-    assert [statement.split()[0] for statement in sql] == ["SELECT", "UPDATE", "INSERT"]
+    assert [statement.split()[0] for statement in sql] == [
+        "SELECT",
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "UPDATE",
+    ]
+    if on_postgres():
+        assert sql[0].endswith("FOR NO KEY UPDATE")
+        assert sql[1].endswith("FOR NO KEY UPDATE")
+        assert sql[1].startswith('SELECT "ob_step_execution"."id"')
+        assert "ORDER BY 1 ASC" in sql[1]
+
+
+def test_recovery_without_unfinished_steps_is_four_statements(repo, clock):
+    execution = move(repo, launch(repo), S.STARTED, clock=clock)
+    request = RecoveryRequest.abandon(
+        expected_version=1,
+        reason_code="ORPHAN_CONFIRMED",
+        operator_reference="ops",
+        evidence_digest=b"\x01" * 32,
+    )
+    with repo.begin() as uow:
+        sql = count(lambda: uow.recover_job_execution(execution.id, request))
+    assert [statement.split()[0] for statement in sql] == ["SELECT", "SELECT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)

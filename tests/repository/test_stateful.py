@@ -147,6 +147,7 @@ class ModelDecision:
     operator_reference: str
     evidence_digest: bytes
     decided_at: datetime
+    resolved_step_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -326,6 +327,8 @@ class RepositoryMachine(RuleBasedStateMachine):
         self.instances: dict[int, ModelInstance] = {}  # key slot -> instance
         self.executions: dict[int, ModelExecution] = {}
         self.steps: dict[int, ModelStep] = {}
+        # Rows a recovery resolved: the runtime is fenced from them (SPEC §10).
+        self.fenced: set[tuple[str, int]] = set()
         self.reselections = 0
 
     # -- helpers -------------------------------------------------------------------
@@ -485,6 +488,8 @@ class RepositoryMachine(RuleBasedStateMachine):
         version = expected_version(row.version, data.draw(VERSION_SKEWS, label="version skew"))
         now = self.clock.now()
         expected = model_enrich_error(row, version)
+        if expected is None and ("job", row.id) in self.fenced:
+            expected = InvalidState(id=row.id, status=row.status)
         execution, error = self.run_unit(
             lambda uow: uow.enrich_job_exit_status(row.id, version, exit_code)
         )
@@ -540,6 +545,8 @@ class RepositoryMachine(RuleBasedStateMachine):
         version = expected_version(row.version, data.draw(VERSION_SKEWS, label="version skew"))
         now = self.clock.now()
         expected = model_transition_error(row, version, transition)
+        if expected is None and ("step", row.id) in self.fenced:
+            expected = IllegalTransition(from_status=row.status, to_status=transition.target)
         step, error = self.run_unit(
             lambda uow: uow.transition_step_execution(row.id, version, transition)
         )
@@ -557,6 +564,8 @@ class RepositoryMachine(RuleBasedStateMachine):
         version = expected_version(row.version, data.draw(VERSION_SKEWS, label="version skew"))
         now = self.clock.now()
         expected = model_enrich_error(row, version)
+        if expected is None and ("step", row.id) in self.fenced:
+            expected = InvalidState(id=row.id, status=row.status)
         step, error = self.run_unit(
             lambda uow: uow.enrich_step_exit_status(row.id, version, exit_code)
         )
@@ -611,6 +620,20 @@ class RepositoryMachine(RuleBasedStateMachine):
         row.updated_at = now
         if failure is not None:
             row.failure = failure
+        # SPEC §10: every unfinished step is resolved to FAILED with the recovery's
+        # failure, ended at the decision time, version + 1.
+        resolved = sorted(
+            (step for step in row.steps.values() if step.status in MODEL_UNRESOLVED),
+            key=lambda step: step.id,
+        )
+        self.fenced.add(("job", row.id))
+        self.fenced.update(("step", step.id) for step in resolved)
+        for step in resolved:
+            step.status = S.FAILED
+            step.version += 1
+            step.ended_at = now
+            step.updated_at = now
+            step.failure = request.steps_failure
         decision = ModelDecision(
             execution_version=prior_version,
             prior_status=prior_status,
@@ -619,6 +642,7 @@ class RepositoryMachine(RuleBasedStateMachine):
             operator_reference=OPERATOR,
             evidence_digest=digest,
             decided_at=now,
+            resolved_step_ids=tuple(step.id for step in resolved),
         )
         row.decisions.append(decision)
         assert job_snapshot(result.execution) == row.snapshot()
@@ -744,6 +768,7 @@ def decision_snapshot(decision: Any) -> dict[str, Any]:
         "operator_reference": decision.operator_reference,
         "evidence_digest": decision.evidence_digest,
         "decided_at": decision.decided_at,
+        "resolved_step_ids": decision.resolved_step_ids,
     }
 
 

@@ -87,6 +87,9 @@ class Snapshot:
     )
     operator_requests: list[dict[str, Any]] = field(default_factory=list)
     retention_records: list[dict[str, Any]] = field(default_factory=list)
+    # Steps a recovery decision resolved to FAILED (SPEC §10): one write each
+    # that no runtime success recorded.
+    resolved_steps: set[int] = field(default_factory=set)
 
     def row(self, kind: str, row_id: int) -> dict[str, Any] | None:
         present = self.executions if kind == EXECUTION else self.steps
@@ -134,4 +137,6 @@ def read_snapshot() -> Snapshot:
             "deleted_step_executions",
         )
     )
+    for resolved in models.RecoveryDecision.objects.values_list("resolved_step_ids", flat=True):
+        snapshot.resolved_steps.update(resolved or ())
     return snapshot

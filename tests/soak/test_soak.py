@@ -319,6 +319,19 @@ def test_the_checker_accepts_a_consistent_story() -> None:
     assert violations_of(*story()) == []
 
 
+def test_the_checker_accounts_a_step_resolved_by_a_recovery() -> None:
+    """A recovery resolves a step with one write no runtime success recorded; the
+    decision's ``resolved_step_ids`` explain it, nothing else does."""
+    ledger, snapshot = story()
+    snapshot.steps[6]["version"] += 1
+    assert violations_of(ledger, snapshot) == [
+        "step 6 is at version 4 (FAILED) but the successes recorded on it produced versions "
+        "[1, 2, 3]"
+    ]
+    snapshot.resolved_steps = {6}
+    assert violations_of(ledger, snapshot) == []
+
+
 def lost_update(ledger: Ledger, snapshot: Snapshot) -> None:
     # Two chunk commits both told "you made version 3": one overwrote the other.
     ledger.versions[(STEP, 6)] = [1, 2, 3, 3]

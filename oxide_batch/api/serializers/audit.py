@@ -33,6 +33,10 @@ class AuditRecoveryDecisionOutput(Output):
         help_text=f"The first {DIGEST_PREFIX} hex characters of the evidence digest."
     )
     decided_at = InstantField()
+    resolved_step_ids = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="The unfinished steps the decision resolved to FAILED, ascending.",
+    )
 
     @extend_schema_field(serializers.CharField())
     def get_evidence_digest_prefix(self, row: Mapping[str, Any]) -> str:

@@ -237,6 +237,13 @@ class RecoveryDecisionOutput(Output):
     operator_reference = serializers.CharField()
     evidence_digest = serializers.SerializerMethodField(help_text="In full (64 hex).")
     decided_at = InstantField()
+    resolved_step_ids = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text=(
+            "The unfinished steps (STARTING, STARTED, STOPPING, UNKNOWN) the decision "
+            "resolved to FAILED, ascending."
+        ),
+    )
 
     @extend_schema_field(serializers.CharField())
     def get_evidence_digest(self, decision: RecoveryDecision) -> str:
