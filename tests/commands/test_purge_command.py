@@ -210,7 +210,7 @@ def test_a_plan_stale_four_times_in_a_row_exits_5(world, monkeypatch):
     assert not eligible_gone(world)
 
 
-def test_an_interrupted_run_keeps_committed_batches_and_a_rerun_resumes(world, monkeypatch):
+def interrupt_after_first_batch(monkeypatch):
     apply = RetentionService.apply
     calls = []
 
@@ -221,6 +221,11 @@ def test_an_interrupted_run_keeps_committed_batches_and_a_rerun_resumes(world, m
         return apply(self, plan, **kwargs)
 
     monkeypatch.setattr(RetentionService, "apply", interrupted_second_batch)
+    return apply
+
+
+def test_an_interrupted_run_keeps_committed_batches_and_a_rerun_resumes(world, monkeypatch):
+    apply = interrupt_after_first_batch(monkeypatch)
     args = purge(world, "--operation-id", "night", "--yes", "--batch-size", "1")
     code, message, _ = refused(*args)
     assert (code, message.split(":")[0]) == (1, "interrupted")
@@ -420,20 +425,6 @@ def test_the_commands_are_listed():
 
 
 # -- a run's criteria belong to its operation id (SPEC §10) -------------------------
-
-
-def interrupt_after_first_batch(monkeypatch):
-    apply = RetentionService.apply
-    calls = []
-
-    def interrupted_second_batch(self, plan, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return apply(self, plan, **kwargs)
-
-    monkeypatch.setattr(RetentionService, "apply", interrupted_second_batch)
-    return apply
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,3 +65,19 @@ def backend_pid() -> int:
 def terminate(pid: int) -> None:
     with admin_connection() as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def waiting_on_locks(count: int = 1, timeout: float = 10) -> bool:
+    """Wait until ``count`` sessions of the test database wait for a lock;
+    ``False`` when that did not happen within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with admin_connection() as watcher:
+        while time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row is not None and row[0] >= count:
+                return True
+            time.sleep(0.005)
+    return False

@@ -6,7 +6,6 @@ leaves a consistent execution."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,7 @@ from oxide_batch import models
 from oxide_batch.domain import BatchStatus, JobExecution, LifecycleTransition
 from oxide_batch.domain.errors import ExecutionOwned
 from oxide_batch.repository import DjangoJobRepository, FixedClock
-from tests.concurrency.support import admin_connection, run_in_threads
+from tests.concurrency.support import run_in_threads, waiting_on_locks
 from tests.helpers import key, launch, move
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -69,21 +68,6 @@ def race(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]
     return outcomes[0].value, outcomes[1].value
 
 
-def blocked_on_a_lock(timeout: float = 10) -> bool:
-    """Wait until some other session of the test database waits for a lock."""
-    deadline = time.monotonic() + timeout
-    with admin_connection() as admin:
-        while time.monotonic() < deadline:
-            row = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            ).fetchone()
-            if row is not None and row[0] > 0:
-                return True
-            time.sleep(0.01)
-    return False
-
-
 def in_order(
     repo: DjangoJobRepository,
     holder: Callable[[Any], Any],
@@ -97,7 +81,7 @@ def in_order(
         with repo.begin() as uow:
             result = holder(uow)
             acted.set()
-            assert blocked_on_a_lock(), "the waiter was not blocked by the row lock"
+            assert waiting_on_locks(), "the waiter was not blocked by the row lock"
             uow.commit()
         return result
 

@@ -9,7 +9,6 @@ transaction holds its locks until the other is seen waiting in ``pg_locks``.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -22,7 +21,7 @@ from oxide_batch.domain.errors import (
     PartitionWorkerStale,
     StaleVersion,
 )
-from tests.concurrency.support import admin_connection, run_in_threads
+from tests.concurrency.support import run_in_threads, waiting_on_locks
 from tests.repository.test_partitions import (
     assign,
     complete,
@@ -42,17 +41,7 @@ CONTENDERS = 8
 
 def wait_until_a_transaction_waits_for_a_lock(timeout: float = 20) -> None:
     """Block until another backend of the test database is waiting on a row lock."""
-    deadline = time.monotonic() + timeout
-    with admin_connection() as admin:
-        while time.monotonic() < deadline:
-            row = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            ).fetchone()
-            if row is not None and row[0] > 0:
-                return
-            time.sleep(0.005)
-    raise AssertionError("no transaction waited for the lock")
+    assert waiting_on_locks(1, timeout), "no transaction waited for the lock"
 
 
 def held_then_contended(repo, hold, contend, *, commit: bool):

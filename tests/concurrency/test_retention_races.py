@@ -18,7 +18,7 @@ from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.retention import RetentionService
-from tests.concurrency.support import admin_connection, run_in_threads
+from tests.concurrency.support import admin_connection, run_in_threads, waiting_on_locks
 from tests.repository.test_retention import DAY, build_instance, rows_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -191,7 +191,6 @@ def test_a_step_insert_under_a_restart_never_deadlocks_with_the_apply(service, r
     ``FOR KEY SHARE`` on the instance. With the instance locked ``FOR UPDATE``
     the two waited for each other (40P01); ``FOR NO KEY UPDATE`` lets the insert
     through, the runtime commits, and the apply sees the restart: stale."""
-    from tests.concurrency.test_step_lock_order import waiting_on_locks
     from tests.faults.test_deadlock import deadlocks
 
     instance_id = build_instance(repo, clock, "restarted-running", (S.FAILED,))

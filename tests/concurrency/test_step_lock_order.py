@@ -14,7 +14,6 @@ held the parent and waited for the worker, which the recovery had locked."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -27,27 +26,12 @@ from oxide_batch.domain.partitions import PartitionPlanEntry
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.operator import OperatorService
-from tests.concurrency.support import admin_connection, run_in_threads
+from tests.concurrency.support import admin_connection, run_in_threads, waiting_on_locks
 from tests.faults.test_deadlock import deadlocks
 from tests.helpers import key, launch, move
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
-
-
-def waiting_on_locks(count: int, timeout: float = 10) -> bool:
-    """Wait until ``count`` sessions of the test database wait for a lock."""
-    deadline = time.monotonic() + timeout
-    with admin_connection() as watcher:
-        while time.monotonic() < deadline:
-            row = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            ).fetchone()
-            if row is not None and row[0] >= count:
-                return True
-            time.sleep(0.01)
-    return False
 
 
 def worker_below_its_parent(repo, clock) -> dict[str, Any]:

@@ -118,6 +118,14 @@ def test_create_step_is_lock_parent_and_insert(repo, started):
     assert "ON CONFLICT" in sql[1]
 
 
+ABANDON_ORPHAN = RecoveryRequest.abandon(
+    expected_version=1,
+    reason_code="ORPHAN_CONFIRMED",
+    operator_reference="ops",
+    evidence_digest=b"\x01" * 32,
+)
+
+
 def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
     """Lock the execution and its unfinished steps, insert the decision, write
     the execution and the steps (one set-based UPDATE whatever their number): 5
@@ -127,12 +135,7 @@ def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
         for name in ("extract", "index"):
             uow.create_step_execution(execution.id, name)
         uow.commit()
-    request = RecoveryRequest.abandon(
-        expected_version=1,
-        reason_code="ORPHAN_CONFIRMED",
-        operator_reference="ops",
-        evidence_digest=b"\x01" * 32,
-    )
+    request = ABANDON_ORPHAN
     with repo.begin() as uow:
         sql = count(lambda: uow.recover_job_execution(execution.id, request))
     assert [statement.split()[0] for statement in sql] == [
@@ -151,12 +154,7 @@ def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
 
 def test_recovery_without_unfinished_steps_is_four_statements(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
-    request = RecoveryRequest.abandon(
-        expected_version=1,
-        reason_code="ORPHAN_CONFIRMED",
-        operator_reference="ops",
-        evidence_digest=b"\x01" * 32,
-    )
+    request = ABANDON_ORPHAN
     with repo.begin() as uow:
         sql = count(lambda: uow.recover_job_execution(execution.id, request))
     assert [statement.split()[0] for statement in sql] == ["SELECT", "SELECT", "INSERT", "UPDATE"]
