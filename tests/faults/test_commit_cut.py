@@ -51,6 +51,33 @@ def test_commit_is_one_simple_query_message_and_statements_carry_their_text(repo
     assert b'UPDATE "ob_job_execution"' in chunks[2]
 
 
+def test_a_chunk_commit_is_four_messages_on_the_wire(repo, proxied):
+    """BEGIN, the locking read, the write, COMMIT — and nothing else, with the
+    recovery fence on the row it reads (SPEC §8: a chunk commit ≤ 4 statements)."""
+    execution = launch(repo)
+    with repo.begin() as uow:
+        uow.transition_job_execution(execution.id, execution.version, START)
+        step = uow.create_step_execution(execution.id, "load")
+        step = uow.transition_step_execution(step.id, 0, START)
+        uow.commit()
+    proxied.trace = []
+    with repo.begin() as uow:
+        uow.commit_chunk(
+            step.id,
+            step.version,
+            ExecutionCounts(read=10, written=10, committed=1),
+            checkpoint=StateEnvelope("reader.offset", 1, {"offset": 10}),
+        )
+        uow.commit()
+    chunks = proxied.trace
+    assert len(chunks) == 4, chunks
+    assert chunks[0] == b"Q\x00\x00\x00\x0aBEGIN\x00"
+    assert b'FROM "ob_step_execution"' in chunks[1]
+    assert b"FOR NO KEY UPDATE" in chunks[1]
+    assert b'UPDATE "ob_step_execution"' in chunks[2]
+    assert chunks[3] == COMMIT
+
+
 # -- the repository -----------------------------------------------------------------
 
 
