@@ -1,6 +1,7 @@
 """List filters (django-filter), SPEC §9: ``status`` (repeatable), ``job_name``,
 ``created_after``/``created_before``, ``ended_after``/``ended_before``,
-``unresolved_for`` (seconds: UNKNOWN, or active without activity for that long);
+``unresolved_for`` (seconds or a duration such as ``15m``: UNKNOWN, or active
+without activity for that long);
 the audit lists filter by ``job_execution_id``, ``job_instance_id``, ``action``,
 ``outcome`` and ``operation_id``.
 
@@ -22,6 +23,7 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from oxide_batch import selectors as batch_selectors
 from oxide_batch.api import deps
+from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import (
@@ -47,11 +49,27 @@ MAX_UNRESOLVED_SECONDS = 10 * 365 * 24 * 3600
 _SECONDS = re.compile(r"[0-9]{1,9}")
 
 
-def _seconds(value: str) -> None:
-    if _SECONDS.fullmatch(value) is None or int(value) > MAX_UNRESOLVED_SECONDS:
+def unresolved_age(value: str) -> timedelta:
+    """``unresolved_for``: seconds (``900``) or a duration (``15m``, SPEC §10),
+    0 to ten years; anything else (whitespace included) is invalid."""
+    age: timedelta | None = None
+    if _SECONDS.fullmatch(value) is not None:
+        age = timedelta(seconds=int(value))
+    elif value == value.strip():
+        try:
+            age = parse_duration(value)
+        except ValueError:
+            age = None
+    if age is None or age.total_seconds() > MAX_UNRESOLVED_SECONDS:
         raise DjangoValidationError(
-            f"a number of seconds from 0 to {MAX_UNRESOLVED_SECONDS}", code="invalid"
+            f"seconds (0 to {MAX_UNRESOLVED_SECONDS}) or a duration such as 90s, 15m, 1h, 30d",
+            code="invalid",
         )
+    return age
+
+
+def _unresolved_age(value: str) -> None:
+    unresolved_age(value)
 
 
 class InstantFormField(IsoDateTimeField):  # type: ignore[misc]
@@ -85,12 +103,12 @@ class ExecutionFilter(django_filters.FilterSet):  # type: ignore[misc]
     ended_after = InstantFilter(field_name="ended_at", lookup_expr="gte")
     ended_before = InstantFilter(field_name="ended_at", lookup_expr="lt")
     unresolved_for = django_filters.CharFilter(
-        method="filter_unresolved", validators=[_seconds], strip=False
+        method="filter_unresolved", validators=[_unresolved_age], strip=False
     )
 
     def filter_unresolved(self, queryset: Any, name: str, value: str) -> Any:
         unresolved = batch_selectors.unresolved_executions_queryset(
-            now=deps.clock.now(), inactive_for=timedelta(seconds=int(value))
+            now=deps.clock.now(), inactive_for=unresolved_age(value)
         )
         return queryset.filter(pk__in=unresolved.values("pk"))
 

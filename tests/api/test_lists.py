@@ -109,6 +109,10 @@ def test_unresolved_for(rt: Runtime, viewer: Runtime, fixed: FixedClock) -> None
     assert [
         e["id"] for e in viewer.get("executions", unresolved_for="300", job_name="stale")["results"]
     ] == [stale["id"]]
+    # The duration syntax of the settings works too (SPEC §10).
+    assert ids("5m") == ids("300")
+    assert ids("1h") == ids("3600") == [unknown["id"]]
+    assert ids("0s") == ids("0")
 
 
 @pytest.mark.parametrize(
@@ -125,6 +129,11 @@ def test_unresolved_for(rt: Runtime, viewer: Runtime, fixed: FixedClock) -> None
         ("unresolved_for", "-1"),
         ("unresolved_for", "1.5"),
         ("unresolved_for", "9999999999"),
+        ("unresolved_for", "15 m"),
+        ("unresolved_for", " 15m"),
+        ("unresolved_for", "15M"),
+        ("unresolved_for", "1.5h"),
+        ("unresolved_for", "4000d"),
     ],
 )
 def test_bad_filters_are_400(viewer: Runtime, param: str, value: str) -> None:

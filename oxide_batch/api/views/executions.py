@@ -111,10 +111,11 @@ class ExecutionsView(BatchView):
             OpenApiParameter("ended_before", str, description="RFC 3339 instant."),
             OpenApiParameter(
                 "unresolved_for",
-                int,
+                str,
                 description=(
-                    "Seconds: UNKNOWN executions, and active ones with no runtime write, "
-                    "owner observation or step write for at least that long."
+                    "Seconds (`900`) or a duration (`90s`, `15m`, `1h`, `30d`): UNKNOWN "
+                    "executions, and active ones with no runtime write, owner observation "
+                    "or step write for at least that long."
                 ),
             ),
             *PAGE_PARAMETERS,
