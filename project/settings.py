@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.evidence import validate_stale_after
+from oxide_batch.domain.failures import validate_failure_url_template
 
 # Lets generic classes such as ModelAdmin[...] be subscripted at run time.
 django_stubs_ext.monkeypatch()
@@ -182,6 +183,19 @@ def _purge_min_age() -> timedelta:
 
 
 OXIDE_BATCH_PURGE_MIN_AGE = _purge_min_age()
+
+def _failure_url_template() -> str:
+    """A link from a failure id to its text in the team's log search or error
+    tracker (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``;
+    placeholders ``{failure_id}``, ``{execution_id}``, ``{job_name}``. Empty: no links."""
+    text = os.environ.get("OXIDE_BATCH_FAILURE_URL_TEMPLATE", "")
+    try:
+        return validate_failure_url_template(text)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"OXIDE_BATCH_FAILURE_URL_TEMPLATE: {error}") from None
+
+
+OXIDE_BATCH_FAILURE_URL_TEMPLATE = _failure_url_template()
 
 # Parameter names whose values the API shows (comma-separated); parameters are
 # sensitive by default, so every other value is shown by name and type only.

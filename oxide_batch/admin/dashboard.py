@@ -20,6 +20,7 @@ from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
 from oxide_batch.admin.base import can_operate, can_view, change_url
 from oxide_batch.admin.display import badge, human, when
+from oxide_batch.domain.failures import failure_help
 
 UNRESOLVED_SHOWN = 20
 
@@ -52,7 +53,10 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         }
         for view in unresolved
     ]
-    failures = selectors.recent_failures_by_category(now=now)
+    failures = [
+        {**row, "help": failure_help(row["failure_category"] or "")}
+        for row in selectors.recent_failures_by_category(now=now)
+    ]
     execution_id = _int(request.GET.get("execution")) or (
         unresolved[0].id if unresolved else selectors.latest_partitioned_execution()
     )

@@ -1,14 +1,17 @@
 """Small renderers shared by the console pages: status badges that say the
-status in text, times relative and absolute (UTC), durations, counts."""
+status in text, times relative and absolute (UTC), durations, counts, failures."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+
+from oxide_batch.domain.failures import failure_help, failure_url
 
 TONES = {
     "COMPLETED": "ok",
@@ -73,3 +76,40 @@ def human(span: timedelta) -> str:
 def yes_no(value: bool, yes: str, no: str) -> SafeString:
     tone = "warn" if value else "muted"
     return format_html('<span class="ob-badge ob-{}">{}</span>', tone, yes if value else no)
+
+
+def failure(
+    category: str | None, failure_id: int | None, *, execution_id: int, job_name: str
+) -> SafeString:
+    """A redacted failure as an operator can use it: the category, what it means
+    and what is usually done, and the failure id — a link to its text when
+    ``OXIDE_BATCH_FAILURE_URL_TEMPLATE`` is set (SPEC §10). Nothing else about a
+    failure is stored, and the page says so."""
+    if not category or failure_id is None:
+        return format_html("{}", "—")
+    help_ = failure_help(category)
+    url = failure_url(
+        settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE,
+        failure_id=failure_id,
+        execution_id=execution_id,
+        job_name=job_name,
+    )
+    reference = (
+        format_html(
+            '<a href="{}" rel="noopener">failure {}</a> (opens your log search)', url, failure_id
+        )
+        if url
+        else format_html(
+            "failure id <code>{}</code> — search your logs for it "
+            "(set OXIDE_BATCH_FAILURE_URL_TEMPLATE to link it)",
+            failure_id,
+        )
+    )
+    return format_html(
+        '<div class="ob-failure"><strong>{}</strong>{}<br>{}'
+        "<br><small>Only the category and the id are stored: the failure's text is where "
+        "the runtime logged it.</small></div>",
+        category,
+        format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
+        reference,
+    )

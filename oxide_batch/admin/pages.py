@@ -8,6 +8,7 @@ import json
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Sum
 from django.http import HttpRequest
@@ -27,6 +28,7 @@ from oxide_batch.admin.base import (
 )
 from oxide_batch.admin.dashboard import dashboard_view
 from oxide_batch.admin.display import badge, duration, when, yes_no
+from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.job_names import JOB_NAMES_MAX, job_names
 from oxide_batch.repository import DjangoJobRepository
@@ -268,8 +270,10 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         return link("jobinstance", obj.job_instance_id)
 
     @admin.display(description="failure")
-    def failure(self, obj: Any) -> str:
-        return f"{obj.failure_category} (id {obj.failure_id})" if obj.failure_category else "—"
+    def failure(self, obj: models.JobExecution) -> SafeString:
+        return render_failure(
+            obj.failure_category, obj.failure_id, execution_id=obj.pk, job_name=obj.job_name
+        )
 
     @admin.display(description="sum of the steps' counts")
     def step_counts(self, obj: models.JobExecution) -> str:
@@ -415,7 +419,19 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     created = JobExecutionAdmin.created
     started = JobExecutionAdmin.started
     ended = JobExecutionAdmin.ended
-    failure = JobExecutionAdmin.failure
+
+    @admin.display(description="failure")
+    def failure(self, obj: models.StepExecution) -> SafeString:
+        if not obj.failure_category:
+            return render_failure(None, None, execution_id=obj.job_execution_id, job_name="")
+        # The job name only when the link uses it (one read of the execution).
+        uses_name = "{job_name}" in settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE
+        return render_failure(
+            obj.failure_category,
+            obj.failure_id,
+            execution_id=obj.job_execution_id,
+            job_name=obj.job_execution.job_name if uses_name else "",
+        )
 
     @admin.display(description="execution")
     def execution(self, obj: models.StepExecution) -> SafeString:

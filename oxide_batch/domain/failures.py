@@ -1,0 +1,149 @@
+"""What each failure category means to an operator, and where its text lives.
+
+Failures are redacted by design (SPEC §2): a row stores a category and an
+opaque failure id, never text. The console explains the category in words and,
+with ``OXIDE_BATCH_FAILURE_URL_TEMPLATE``, turns the failure id into a link to
+the team's log search or error tracker, where the runtime logged the text under
+that id (SPEC §10).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from oxide_batch.domain.status import FailureCategory
+
+C = FailureCategory
+
+
+@dataclass(frozen=True)
+class FailureHelp:
+    """What the category means, and what an operator usually does about it."""
+
+    meaning: str
+    action: str
+
+
+# The seed's documentation of each category, then the usual operator move.
+FAILURE_HELP: dict[FailureCategory, FailureHelp] = {
+    C.INVALID_DEFINITION: FailureHelp(
+        "The job definition or its launch configuration is invalid.",
+        "Fix the definition or the parameters and launch again; a restart fails the same way.",
+    ),
+    C.DUPLICATE_EXECUTION: FailureHelp(
+        "A duplicate, completed or non-restartable execution was launched.",
+        "Check whether the run already happened (the instance's attempts) before relaunching.",
+    ),
+    C.ILLEGAL_TRANSITION: FailureHelp(
+        "An illegal or conflicting lifecycle transition was attempted.",
+        "Usually a runtime defect: report it with the failure id; restart once it is fixed.",
+    ),
+    C.TRANSIENT_INFRASTRUCTURE: FailureHelp(
+        "A transient repository or infrastructure failure (network, database, broker).",
+        "Restart the job: a retry usually succeeds once the dependency is back.",
+    ),
+    C.PERMANENT_INFRASTRUCTURE: FailureHelp(
+        "A permanent repository or infrastructure failure (missing resource, bad credentials).",
+        "Fix the environment first (see the log under the failure id), then restart.",
+    ),
+    C.USER_COMPONENT: FailureHelp(
+        "A user reader, processor, writer, tasklet or listener failed.",
+        "Read the exception in the logs under the failure id; fix the data or the code, "
+        "then restart from the last checkpoint.",
+    ),
+    C.CANCELLED: FailureHelp(
+        "The work was cancelled, stopped or ran past its deadline.",
+        "Restart when the work is wanted again; nothing is lost before the last checkpoint.",
+    ),
+    C.SERIALIZATION: FailureHelp(
+        "Serialization or version incompatibility (a checkpoint or message of another version).",
+        "Check the definition upgrade and the runtime version before restarting.",
+    ),
+    C.INVARIANT: FailureHelp(
+        "A framework invariant was violated.",
+        "A defect: report it with the failure id; do not retry blindly.",
+    ),
+    C.OPTIMISTIC_CONFLICT: FailureHelp(
+        "An optimistic version check lost to a concurrent writer.",
+        "Another process touched the same rows; check for a duplicate worker, then restart.",
+    ),
+    C.TIMEOUT: FailureHelp(
+        "A bounded operation exceeded its deadline.",
+        "Look at the slow dependency in the logs; restart, possibly with a larger deadline.",
+    ),
+    C.UNSUPPORTED_CAPABILITY: FailureHelp(
+        "The repository or a resource cannot provide a capability the job requires.",
+        "Upgrade the repository (schema) or the resource; restarting alone fails again.",
+    ),
+    C.UNKNOWN_COMMIT: FailureHelp(
+        "A commit's outcome is unknown and must never be guessed.",
+        "Check the target system for the last chunk's effect before restarting; "
+        "recover with reason UNKNOWN_EFFECT.",
+    ),
+    C.SHUTDOWN_INCOMPLETE: FailureHelp(
+        "A bounded shutdown could not join or resolve every owned child (thread, partition).",
+        "Check for workers still running before restarting; recover what stayed unresolved.",
+    ),
+    C.STALE_RECOVERED: FailureHelp(
+        "An operator resolved the execution from stale-ownership evidence (its worker went "
+        "silent).",
+        "Restart it if the work is still wanted: the restart resumes from the last checkpoint.",
+    ),
+}
+
+_HELP_BY_CODE = {category.value: help_ for category, help_ in FAILURE_HELP.items()}
+
+
+def failure_help(code: str) -> FailureHelp | None:
+    """The help of a durable category code (``None`` for a code no one knows)."""
+    return _HELP_BY_CODE.get(code)
+
+
+# The placeholders a failure URL template may use (SPEC §10).
+FAILURE_URL_PLACEHOLDERS = frozenset({"failure_id", "execution_id", "job_name"})
+
+
+def validate_failure_url_template(template: str) -> str:
+    """An ``http``/``https`` URL template whose placeholders are among
+    ``{failure_id}``, ``{execution_id}``, ``{job_name}`` (empty: no links);
+    ``ValueError`` naming what is wrong otherwise."""
+    if not template:
+        return template
+    try:
+        parsed = [
+            (name, spec, conversion)
+            for _, name, spec, conversion in string.Formatter().parse(template)
+            if name is not None
+        ]
+    except ValueError as error:
+        raise ValueError(f"not a valid template ({error})") from None
+    fields = {name for name, _, _ in parsed}
+    unknown = fields - FAILURE_URL_PLACEHOLDERS
+    if unknown or "" in fields:
+        raise ValueError(
+            "unknown placeholder(s) "
+            + ", ".join(sorted(f"{{{name}}}" for name in unknown or {""}))
+            + "; use {failure_id}, {execution_id}, {job_name}"
+        )
+    if any(spec or conversion for _, spec, conversion in parsed):
+        raise ValueError("placeholders take no format spec or conversion")
+    if "failure_id" not in fields:
+        raise ValueError("the template must use {failure_id}")
+    parts = urlsplit(template.replace("{", "").replace("}", ""))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("the template must be an absolute http(s) URL")
+    return template
+
+
+def failure_url(template: str, *, failure_id: int, execution_id: int, job_name: str) -> str | None:
+    """The link to a failure's text, or ``None`` without a template. Values are
+    URL-quoted (a job name is any name character)."""
+    if not template:
+        return None
+    return template.format(
+        failure_id=failure_id,
+        execution_id=execution_id,
+        job_name=quote(job_name, safe=""),
+    )
