@@ -184,6 +184,7 @@ def _purge_min_age() -> timedelta:
 
 OXIDE_BATCH_PURGE_MIN_AGE = _purge_min_age()
 
+
 def _failure_url_template() -> str:
     """A link from a failure id to its text in the team's log search or error
     tracker (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``;

@@ -24,13 +24,17 @@ TEMPLATE = (
 
 
 def failed_execution() -> models.JobExecution:
-    return models.JobExecution.objects.filter(failure_category__isnull=False).order_by("id").first()
+    found = (
+        models.JobExecution.objects.filter(failure_category__isnull=False).order_by("id").first()
+    )
+    assert found is not None, "the demo has a failed execution"
+    return found
 
 
 def page(client, model: str, pk: int) -> str:
     response = client.get(reverse(f"admin:oxide_batch_{model}_change", args=[pk]))
     assert response.status_code == 200
-    return response.content.decode()
+    return str(response.content.decode())
 
 
 def test_an_execution_page_explains_the_failure_and_links_its_id(admin_client, demo):
