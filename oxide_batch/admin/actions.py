@@ -6,9 +6,10 @@ observed version (for recover the proposal: evidence, markers, eligibility, and
 the evidence digest in a hidden field) and an operation id generated for this
 page, so a double submit replays instead of acting twice. POST parses, calls
 one service per row with the logged-in user as actor, and reports per row what
-happened (applied / replayed / the error code). Every action needs
-``operate_batch`` (the batch-operator group); without it the actions are hidden
-and the views answer 403.
+happened (applied / replayed / the error code). Each action needs its own
+permission (SPEC §10: ``recover_execution``, ``abandon_execution``,
+``stop_execution``, ``hold_instance`` — all granted to batch-operator); without
+it the action is not offered in the changelist and its view answers 403.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models
-from oxide_batch.admin.base import can_operate
+from oxide_batch.admin.base import can
+from oxide_batch.api.roles import (
+    ABANDON_EXECUTION,
+    HOLD_INSTANCE,
+    RECOVER_EXECUTION,
+    STOP_EXECUTION,
+)
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
 from oxide_batch.domain.recovery import RecoveryDisposition
@@ -48,18 +55,23 @@ class ActionSpec:
     name: str
     label: str
     model: str
+    permission: str
     reason: bool = False
     versioned: bool = True
 
 
 EXECUTION_ACTIONS = {
-    "recover": ActionSpec("recover", "Recover (mark failed or abandon)", "jobexecution", True),
-    "abandon": ActionSpec("abandon", "Abandon", "jobexecution", True),
-    "stop": ActionSpec("stop", "Request stop", "jobexecution"),
+    "recover": ActionSpec(
+        "recover", "Recover (mark failed or abandon)", "jobexecution", RECOVER_EXECUTION, True
+    ),
+    "abandon": ActionSpec("abandon", "Abandon", "jobexecution", ABANDON_EXECUTION, True),
+    "stop": ActionSpec("stop", "Request stop", "jobexecution", STOP_EXECUTION),
 }
 INSTANCE_ACTIONS = {
-    "hold": ActionSpec("hold", "Place a retention hold", "jobinstance", True, False),
-    "release": ActionSpec("release", "Release the retention hold", "jobinstance", True, False),
+    "hold": ActionSpec("hold", "Place a retention hold", "jobinstance", HOLD_INSTANCE, True, False),
+    "release": ActionSpec(
+        "release", "Release the retention hold", "jobinstance", HOLD_INSTANCE, True, False
+    ),
 }
 
 
@@ -109,8 +121,18 @@ class _ActionsMixin:
     admin_site: admin.AdminSite
     model: Any
 
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        return can_operate(request)
+    # Django admin actions name the permission they need: has_<name>_permission.
+    def has_recover_permission(self, request: HttpRequest) -> bool:
+        return can(request, RECOVER_EXECUTION)
+
+    def has_abandon_permission(self, request: HttpRequest) -> bool:
+        return can(request, ABANDON_EXECUTION)
+
+    def has_stop_permission(self, request: HttpRequest) -> bool:
+        return can(request, STOP_EXECUTION)
+
+    def has_hold_permission(self, request: HttpRequest) -> bool:
+        return can(request, HOLD_INSTANCE)
 
     def get_urls(self) -> list[URLPattern]:
         urls: list[URLPattern] = super().get_urls()  # type: ignore[misc]
@@ -138,7 +160,7 @@ class _ActionsMixin:
         spec = self.specs.get(action)
         if spec is None:
             raise PermissionDenied
-        if not can_operate(request):
+        if not can(request, spec.permission):
             raise PermissionDenied
         source = request.POST if request.method == "POST" else request.GET
         ids = _ids(source.get("ids", ""))
@@ -175,15 +197,15 @@ class ExecutionActions(_ActionsMixin):
     specs = EXECUTION_ACTIONS
     actions: Any = ["recover_action", "abandon_action", "stop_action"]
 
-    @admin.action(description="Recover selected executions…", permissions=["operate"])
+    @admin.action(description="Recover selected executions…", permissions=["recover"])
     def recover_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         return self._redirect(request, EXECUTION_ACTIONS["recover"], queryset)
 
-    @admin.action(description="Abandon selected executions…", permissions=["operate"])
+    @admin.action(description="Abandon selected executions…", permissions=["abandon"])
     def abandon_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         return self._redirect(request, EXECUTION_ACTIONS["abandon"], queryset)
 
-    @admin.action(description="Request stop of selected executions…", permissions=["operate"])
+    @admin.action(description="Request stop of selected executions…", permissions=["stop"])
     def stop_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         return self._redirect(request, EXECUTION_ACTIONS["stop"], queryset)
 
@@ -280,13 +302,11 @@ class InstanceActions(_ActionsMixin):
     specs = INSTANCE_ACTIONS
     actions: Any = ["hold_action", "release_action"]
 
-    @admin.action(
-        description="Place a retention hold on selected instances…", permissions=["operate"]
-    )
+    @admin.action(description="Place a retention hold on selected instances…", permissions=["hold"])
     def hold_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         return self._redirect(request, INSTANCE_ACTIONS["hold"], queryset)
 
-    @admin.action(description="Release the hold of selected instances…", permissions=["operate"])
+    @admin.action(description="Release the hold of selected instances…", permissions=["hold"])
     def release_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         return self._redirect(request, INSTANCE_ACTIONS["release"], queryset)
 

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
-from oxide_batch.api.roles import OPERATE_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
+from oxide_batch.api.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
 
 LINKED_ROWS = 50
 
@@ -23,8 +23,9 @@ def can_view(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.has_perm(perm(VIEW_BATCH)))
 
 
-def can_operate(request: HttpRequest) -> bool:
-    return bool(request.user.is_active and request.user.has_perm(perm(OPERATE_BATCH)))
+def can(request: HttpRequest, codename: str) -> bool:
+    """Whether the user holds one batch permission (an operator action's own)."""
+    return bool(request.user.is_active and request.user.has_perm(perm(codename)))
 
 
 def can_view_payload(request: HttpRequest) -> bool:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from oxide_batch import selectors
 from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
-from oxide_batch.admin.base import can_operate, can_view, change_url
+from oxide_batch.admin.base import can, can_view, change_url
 from oxide_batch.admin.display import badge, human, when
 from oxide_batch.domain.failures import failure_help
 
@@ -38,7 +38,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     unresolved = selectors.unresolved_executions(
         now=now, inactive_for=stale_after, limit=UNRESOLVED_SHOWN
     )
-    operate = can_operate(request)
+    operate = can(request, EXECUTION_ACTIONS["recover"].permission)
     unresolved_rows = [
         {
             "id": view.id,

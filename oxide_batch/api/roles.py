@@ -5,13 +5,17 @@ model change needed); migration ``0009_api_groups`` creates them and the
 groups, and :func:`ensure_roles` re-creates them idempotently (tests flush
 the database; an operator can run it after a manual clean-up).
 
-| group | view_batch | run_batch | view_batch_payload | operate_batch |
+| group | view_batch | run_batch | view_batch_payload | the five operator actions |
 | --- | --- | --- | --- | --- |
 | ``batch-viewer`` | ✔ | | | |
 | ``batch-runtime`` | ✔ | ✔ | ✔ | |
 | ``batch-operator`` | ✔ | | ✔ | ✔ |
 
-Superusers hold every permission.
+The operator actions are separate permissions (SPEC §10): ``recover_execution``,
+``abandon_execution``, ``stop_execution``, ``hold_instance`` (place and release)
+and ``purge_metadata`` (survey and apply); migration ``0013`` creates them and
+grants them to ``batch-operator``. The ``operate_batch`` permission of 0009 is
+left in place but grants nothing any more. Superusers hold every permission.
 """
 
 from __future__ import annotations
@@ -24,14 +28,30 @@ CONTENT_TYPE_MODEL = "jobexecution"
 
 VIEW_BATCH = "view_batch"
 RUN_BATCH = "run_batch"
-OPERATE_BATCH = "operate_batch"
 VIEW_BATCH_PAYLOAD = "view_batch_payload"
+RECOVER_EXECUTION = "recover_execution"
+ABANDON_EXECUTION = "abandon_execution"
+STOP_EXECUTION = "stop_execution"
+HOLD_INSTANCE = "hold_instance"
+PURGE_METADATA = "purge_metadata"
+# Each operator action's own permission (SPEC §10).
+OPERATOR_PERMISSIONS = (
+    RECOVER_EXECUTION,
+    ABANDON_EXECUTION,
+    STOP_EXECUTION,
+    HOLD_INSTANCE,
+    PURGE_METADATA,
+)
 
 PERMISSIONS: Mapping[str, str] = {
     VIEW_BATCH: "Can read batch metadata",
     RUN_BATCH: "Can record runtime operations (launch, restart, steps, checkpoints)",
-    OPERATE_BATCH: "Can act as operator (stop, abandon, recover, hold, purge)",
     VIEW_BATCH_PAYLOAD: "Can read checkpoint, context and partition context payloads",
+    RECOVER_EXECUTION: "Can recover an execution (mark it failed or abandon it, audited)",
+    ABANDON_EXECUTION: "Can abandon a stopped or failed execution",
+    STOP_EXECUTION: "Can request the stop of an execution",
+    HOLD_INSTANCE: "Can place and release retention holds",
+    PURGE_METADATA: "Can survey and apply retention purges",
 }
 
 VIEWER = "batch-viewer"
@@ -41,7 +61,7 @@ OPERATOR = "batch-operator"
 ROLES: Mapping[str, tuple[str, ...]] = {
     VIEWER: (VIEW_BATCH,),
     RUNTIME: (VIEW_BATCH, RUN_BATCH, VIEW_BATCH_PAYLOAD),
-    OPERATOR: (VIEW_BATCH, VIEW_BATCH_PAYLOAD, OPERATE_BATCH),
+    OPERATOR: (VIEW_BATCH, VIEW_BATCH_PAYLOAD, *OPERATOR_PERMISSIONS),
 }
 
 

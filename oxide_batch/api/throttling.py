@@ -1,7 +1,7 @@
 """The operator throttle: at most ``OXIDE_BATCH_OPERATOR_THROTTLE_RATE`` operator
 actions per user (default ``60/min``), counted in a cache every process shares.
 
-It applies to every method whose view requires ``operate_batch`` (stop, abandon,
+It applies to every method whose view requires an operator action's permission (stop, abandon,
 recover, hold and release, purge survey and apply) — never to runtimes' or
 readers' requests, so a busy runtime is not slowed and a new operator endpoint
 is covered without being listed here. Authorization runs first (DRF checks
@@ -27,7 +27,7 @@ from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
-from oxide_batch.api.roles import OPERATE_BATCH
+from oxide_batch.api.roles import OPERATOR_PERMISSIONS
 
 THROTTLE_CACHE = "throttle"
 THROTTLED_CODE = "throttled"
@@ -36,10 +36,10 @@ THROTTLED: Mapping[int, tuple[str, ...]] = {429: (THROTTLED_CODE,)}
 
 
 def requires_operate(request: Request, view: Any) -> bool:
-    """Whether the view's method needs ``operate_batch`` (HEAD follows GET)."""
+    """Whether the view's method needs an operator action's permission (HEAD follows GET)."""
     table: Mapping[str, str] = getattr(view, "required_permissions", {})
     method = "GET" if request.method == "HEAD" else str(request.method)
-    return table.get(method) == OPERATE_BATCH
+    return table.get(method) in OPERATOR_PERMISSIONS
 
 
 class OperatorRateThrottle(UserRateThrottle):

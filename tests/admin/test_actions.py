@@ -153,3 +153,32 @@ def test_csrf_is_enforced(demo, operator_client):
     assert strict.post(url, {**form, "reason_code": "STALE_WORKER"}).status_code == 403
     unknown.refresh_from_db()
     assert unknown.status == "UNKNOWN"
+
+
+def test_each_console_action_needs_its_own_permission(viewer_client, demo):
+    """SPEC §10: an operator granted only ``stop_execution`` is offered the stop
+    action and may confirm it; recover, abandon and holds are neither offered
+    nor reachable (403)."""
+    from django.contrib.auth.models import Permission, User
+
+    from oxide_batch.api.roles import APP_LABEL, STOP_EXECUTION, VIEW_BATCH
+
+    user = User.objects.create_user("stopper", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label=APP_LABEL, codename__in=[VIEW_BATCH, STOP_EXECUTION]
+        )
+    )
+    client = Client()
+    client.force_login(user)
+    started = models.JobExecution.objects.filter(status="STARTED").first()
+    changelist = client.get(reverse("admin:oxide_batch_jobexecution_changelist")).content
+    assert b"stop_action" in changelist
+    assert b"recover_action" not in changelist
+    assert b"abandon_action" not in changelist
+    assert client.get(_url("jobexecution", "stop", started.pk)).status_code == 200
+    for action in ("recover", "abandon"):
+        assert client.get(_url("jobexecution", action, started.pk)).status_code == 403
+    assert client.get(_url("jobinstance", "hold", started.job_instance_id)).status_code == 403
+    dashboard = client.get(reverse("admin:oxide_batch_dashboard")).content.decode()
+    assert "/act/recover/" not in dashboard

@@ -19,9 +19,9 @@ from rest_framework.test import APIClient
 from oxide_batch.api.authentication import ATTRIBUTE, BatchTokenAuthentication
 from oxide_batch.api.roles import (
     APP_LABEL,
-    OPERATE_BATCH,
     OPERATOR,
     PERMISSIONS,
+    RECOVER_EXECUTION,
     RUN_BATCH,
     RUNTIME,
     VIEW_BATCH,
@@ -211,7 +211,7 @@ def test_only_the_users_own_and_its_groups_permissions_count() -> None:
     other = _in_groups("other", OPERATOR)
     other.user_permissions.add(_batch_permission(RUN_BATCH))
     lone = Group.objects.create(name="lone")
-    lone.permissions.add(_batch_permission(OPERATE_BATCH))
+    lone.permissions.add(_batch_permission(RECOVER_EXECUTION))
     foreign_type = ContentType.objects.get_for_model(Group)
     foreign = Permission.objects.create(
         content_type=foreign_type, codename=RUN_BATCH, name="same codename, other app"

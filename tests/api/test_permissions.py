@@ -9,7 +9,17 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
+from oxide_batch.api.roles import (
+    ABANDON_EXECUTION,
+    HOLD_INSTANCE,
+    OPERATOR_PERMISSIONS,
+    PURGE_METADATA,
+    RECOVER_EXECUTION,
+    RUN_BATCH,
+    STOP_EXECUTION,
+    VIEW_BATCH,
+    VIEW_BATCH_PAYLOAD,
+)
 from tests.api.conftest import ROLES
 from tests.api.support import problem, url
 
@@ -50,13 +60,13 @@ ENDPOINTS = [
     ("POST", f"partitions/{N}/assign", RUN_BATCH),
     ("POST", f"partitions/{N}/complete", RUN_BATCH),
     ("GET", f"executions/{N}/recovery-proposal", VIEW_BATCH),
-    ("POST", f"executions/{N}/recover", OPERATE_BATCH),
-    ("POST", f"executions/{N}/stop", OPERATE_BATCH),
-    ("POST", f"executions/{N}/abandon", OPERATE_BATCH),
-    ("PUT", f"instances/{N}/hold", OPERATE_BATCH),
-    ("DELETE", f"instances/{N}/hold", OPERATE_BATCH),
-    ("POST", "purge/survey", OPERATE_BATCH),
-    ("POST", "purge/apply", OPERATE_BATCH),
+    ("POST", f"executions/{N}/recover", RECOVER_EXECUTION),
+    ("POST", f"executions/{N}/stop", STOP_EXECUTION),
+    ("POST", f"executions/{N}/abandon", ABANDON_EXECUTION),
+    ("PUT", f"instances/{N}/hold", HOLD_INSTANCE),
+    ("DELETE", f"instances/{N}/hold", HOLD_INSTANCE),
+    ("POST", "purge/survey", PURGE_METADATA),
+    ("POST", "purge/apply", PURGE_METADATA),
     ("GET", "audit/recovery-decisions", VIEW_BATCH),
     ("GET", "audit/operator-requests", VIEW_BATCH),
     ("GET", "audit/retention-records", VIEW_BATCH),
@@ -69,7 +79,7 @@ HOLDERS = {
     VIEW_BATCH: {"viewer", "runtime", "operator", "superuser"},
     RUN_BATCH: {"runtime", "superuser"},
     VIEW_BATCH_PAYLOAD: {"runtime", "operator", "superuser"},
-    OPERATE_BATCH: {"operator", "superuser"},
+    **{action: {"operator", "superuser"} for action in OPERATOR_PERMISSIONS},
     PUBLIC: set(ROLES),
 }
 
@@ -167,3 +177,31 @@ def test_an_inactive_user_is_refused() -> None:
     client = token_client(user)
     User.objects.filter(pk=user.pk).update(is_active=False)
     problem(client.get(url("descriptor")), 401, "authentication_failed")
+
+
+OPERATOR_ENDPOINTS = [entry for entry in ENDPOINTS if entry[2] in OPERATOR_PERMISSIONS]
+
+
+@pytest.mark.parametrize("held", OPERATOR_PERMISSIONS)
+def test_each_operator_action_needs_its_own_permission(db: None, held: str) -> None:
+    """SPEC §10: recover, abandon, stop, hold/release and purge are separate
+    permissions. A user granted one of them passes authorization for exactly
+    the endpoints of that action and is 403 on every other operator endpoint."""
+    from django.contrib.auth.models import Permission, User
+
+    from oxide_batch.api.roles import APP_LABEL
+    from tests.api.support import token_client
+
+    user = User.objects.create_user(f"only-{held}")
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label=APP_LABEL, codename=VIEW_BATCH),
+        Permission.objects.get(content_type__app_label=APP_LABEL, codename=held),
+    )
+    client = token_client(user)
+    assert {permission for _, _, permission in OPERATOR_ENDPOINTS} == set(OPERATOR_PERMISSIONS)
+    for method, path, permission in OPERATOR_ENDPOINTS:
+        response = client.generic(method, url(path), "{}", content_type="application/json")
+        if permission == held:
+            assert response.status_code not in (401, 403), (method, path, response.content)
+        else:
+            assert response.status_code == 403, (method, path, response.status_code)

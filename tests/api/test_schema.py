@@ -168,12 +168,24 @@ def test_the_docs_pages_are_served_offline(path: str, asset: str) -> None:
     assert finders.find(f"drf_spectacular_sidecar/{asset}") is not None
 
 
-def test_the_migration_creates_the_roles_the_api_checks(db: None) -> None:
+def test_the_migrations_create_the_roles_the_api_checks(db: None) -> None:
+    """0009 made the groups, 0013 the per-action operator permissions; together
+    they are the table the code checks (``operate_batch`` of 0009 stays in the
+    database but grants nothing any more)."""
     from django.contrib.auth.models import Group
 
-    migration = importlib.import_module("oxide_batch.migrations.0009_api_groups")
-    assert {name: tuple(codes) for name, codes in roles.ROLES.items()} == migration.ROLES
-    assert dict(roles.PERMISSIONS) == migration.PERMISSIONS
+    groups = importlib.import_module("oxide_batch.migrations.0009_api_groups")
+    actions = importlib.import_module("oxide_batch.migrations.0013_operator_action_permissions")
+    legacy = {"operate_batch"}
+    migrated = {
+        **{code: name for code, name in groups.PERMISSIONS.items() if code not in legacy},
+        **actions.PERMISSIONS,
+    }
+    assert dict(roles.PERMISSIONS) == migrated
+    assert set(roles.OPERATOR_PERMISSIONS) == set(actions.PERMISSIONS)
+    expected = {name: set(codes) - legacy for name, codes in groups.ROLES.items()}
+    expected[actions.GROUP] |= set(actions.PERMISSIONS)
+    assert {name: set(codes) for name, codes in roles.ROLES.items()} == expected
     for name, codenames in roles.ROLES.items():
         granted = set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))
-        assert granted == set(codenames)
+        assert granted - legacy == set(codenames)

@@ -10,7 +10,7 @@ from typing import Any
 from django.urls import URLPattern
 
 from oxide_batch.api import urls
-from oxide_batch.api.roles import OPERATE_BATCH
+from oxide_batch.api.roles import OPERATOR_PERMISSIONS
 from oxide_batch.api.views import BatchView
 
 PUBLIC = "public"  # as tests/api/test_permissions.py spells it
@@ -64,4 +64,4 @@ def api_routes() -> list[Route]:
 
 
 def operator_routes() -> list[Route]:
-    return [route for route in api_routes() if route.permission == OPERATE_BATCH]
+    return [route for route in api_routes() if route.permission in OPERATOR_PERMISSIONS]

@@ -22,7 +22,6 @@ from oxide_batch.api.views.audit import (
     RetentionRecordsView,
 )
 from oxide_batch.api.views.base import (
-    OPERATE,
     PAGE_PARAMETERS,
     PATH_IDS,
     READ,
@@ -75,7 +74,6 @@ from oxide_batch.api.views.steps import (
 
 __all__ = [
     "AUDIT_ID_PARAMETERS",
-    "OPERATE",
     "PAGE_PARAMETERS",
     "PATH_IDS",
     "READ",

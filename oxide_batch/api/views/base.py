@@ -17,7 +17,7 @@ from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
 from oxide_batch.api.pagination import KeysetPagination
 from oxide_batch.api.permissions import BatchPermission
-from oxide_batch.api.roles import OPERATE_BATCH, RUN_BATCH, VIEW_BATCH
+from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.throttling import OperatorRateThrottle
 from oxide_batch.domain.errors import IdentifierOutOfRange
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
@@ -50,7 +50,7 @@ class BatchView(APIView):
     """Base of every batch endpoint: per-method permissions, path ids checked."""
 
     permission_classes = [BatchPermission]
-    # Counts only the methods that need operate_batch (oxide_batch.api.throttling).
+    # Counts only the operator actions' methods (oxide_batch.api.throttling).
     throttle_classes = [OperatorRateThrottle]
     metadata_class = None
     required_permissions: ClassVar[Mapping[str, str]] = {}
@@ -113,7 +113,6 @@ PAGE_PARAMETERS = [
 # operation id is 409 ``operation_id_conflict``. The audited actor is the
 # authenticated user.
 
-OPERATE = {"POST": OPERATE_BATCH}
 REPLAY_DOC = (
     "Audited and idempotent: the same request again (same operation id and body) "
     "answers the recorded outcome with `replayed: true`; another body under a used "

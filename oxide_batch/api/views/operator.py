@@ -8,10 +8,10 @@ from rest_framework.response import Response
 
 from oxide_batch.api import deps, selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.roles import OPERATE_BATCH, VIEW_BATCH
+from oxide_batch.api.roles import ABANDON_EXECUTION, RECOVER_EXECUTION, STOP_EXECUTION, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.throttling import THROTTLED
-from oxide_batch.api.views.base import OPERATE, READ, REPLAY_DOC, BatchView, actor_of
+from oxide_batch.api.views.base import READ, REPLAY_DOC, BatchView, actor_of
 from oxide_batch.services.operator import OperatorResult
 
 
@@ -45,7 +45,7 @@ class RecoveryProposalView(BatchView):
 
 
 class RecoverView(BatchView):
-    required_permissions = OPERATE
+    required_permissions = {"POST": RECOVER_EXECUTION}
 
     @endpoint(
         operation_id="recover_execution",
@@ -56,7 +56,7 @@ class RecoverView(BatchView):
             "`recovery_evidence_stale`, `unresolved_recovery_required` (an unknown "
             "commit is marked FAILED only with the reason `UNKNOWN_EFFECT`). " + REPLAY_DOC
         ),
-        permission=OPERATE_BATCH,
+        permission=RECOVER_EXECUTION,
         request=s.RecoverInput,
         ok={200: s.RecoverResponseOutput},
         errors={
@@ -95,7 +95,7 @@ class RecoverView(BatchView):
 
 
 class StopView(BatchView):
-    required_permissions = OPERATE
+    required_permissions = {"POST": STOP_EXECUTION}
 
     @endpoint(
         operation_id="stop_execution",
@@ -106,7 +106,7 @@ class StopView(BatchView):
             "finished: a no-op (`changed: false`, no version check). UNKNOWN: "
             "`invalid_state`. " + REPLAY_DOC
         ),
-        permission=OPERATE_BATCH,
+        permission=STOP_EXECUTION,
         request=s.StopInput,
         ok={200: s.OperatorResponseOutput},
         errors={
@@ -135,7 +135,7 @@ class StopView(BatchView):
 
 
 class AbandonView(BatchView):
-    required_permissions = OPERATE
+    required_permissions = {"POST": ABANDON_EXECUTION}
 
     @endpoint(
         operation_id="abandon_execution",
@@ -144,7 +144,7 @@ class AbandonView(BatchView):
             "ABANDONED already: a no-op (`changed: false`, no version check); any other "
             "status: `invalid_state`. " + REPLAY_DOC
         ),
-        permission=OPERATE_BATCH,
+        permission=ABANDON_EXECUTION,
         request=s.AbandonInput,
         ok={200: s.OperatorResponseOutput},
         errors={

@@ -8,14 +8,14 @@ from rest_framework.response import Response
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
-from oxide_batch.api.roles import OPERATE_BATCH
+from oxide_batch.api.roles import HOLD_INSTANCE, PURGE_METADATA
 from oxide_batch.api.schema import BodySchema, endpoint
 from oxide_batch.api.throttling import THROTTLED
-from oxide_batch.api.views.base import OPERATE, REPLAY_DOC, BatchView, actor_of
+from oxide_batch.api.views.base import REPLAY_DOC, BatchView, actor_of
 
 
 class HoldView(BatchView):
-    required_permissions = {"PUT": OPERATE_BATCH, "DELETE": OPERATE_BATCH}
+    required_permissions = {"PUT": HOLD_INSTANCE, "DELETE": HOLD_INSTANCE}
     schema = BodySchema()
 
     @endpoint(
@@ -24,7 +24,7 @@ class HoldView(BatchView):
         description=(
             "A held instance is never purged; holds never block lifecycle actions. " + REPLAY_DOC
         ),
-        permission=OPERATE_BATCH,
+        permission=HOLD_INSTANCE,
         request=s.HoldInput,
         ok={200: s.HoldResponseOutput},
         errors={
@@ -47,7 +47,7 @@ class HoldView(BatchView):
         operation_id="release_hold",
         summary="Release the instance's retention hold",
         description="Succeeds when none is held (`changed: false`). " + REPLAY_DOC,
-        permission=OPERATE_BATCH,
+        permission=HOLD_INSTANCE,
         request=s.HoldInput,
         ok={200: s.HoldResponseOutput},
         errors={
@@ -68,7 +68,7 @@ class HoldView(BatchView):
 
 
 class PurgeSurveyView(BatchView):
-    required_permissions = OPERATE
+    required_permissions = {"POST": PURGE_METADATA}
 
     @endpoint(
         operation_id="survey_purge",
@@ -79,7 +79,7 @@ class PurgeSurveyView(BatchView):
             "`ended_before` (at least OXIDE_BATCH_PURGE_MIN_AGE ago, else "
             "`invalid_request`). Hand the answer back whole to `purge/apply`."
         ),
-        permission=OPERATE_BATCH,
+        permission=PURGE_METADATA,
         request=s.SurveyInput,
         ok={200: s.PurgePlanOutput},
         errors=THROTTLED,
@@ -99,7 +99,7 @@ class PurgeSurveyView(BatchView):
 
 
 class PurgeApplyView(BatchView):
-    required_permissions = OPERATE
+    required_permissions = {"POST": PURGE_METADATA}
 
     @endpoint(
         operation_id="apply_purge",
@@ -113,7 +113,7 @@ class PurgeApplyView(BatchView):
             "record per batch; its request digest covers the plan, the reason and the "
             "criteria. " + REPLAY_DOC
         ),
-        permission=OPERATE_BATCH,
+        permission=PURGE_METADATA,
         request=s.PurgeApplyInput,
         ok={200: s.PurgeApplyResponseOutput},
         errors={
