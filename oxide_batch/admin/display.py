@@ -52,14 +52,25 @@ def when(moment: datetime | None, now: datetime | None = None) -> SafeString:
     )
 
 
-def duration(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:
-    """``1h 02m 03s``; running durations end now and say so."""
+ACTIVE = frozenset({"STARTING", "STARTED", "STOPPING"})
+
+
+def duration(
+    start: datetime | None, end: datetime | None, status: str, now: datetime | None = None
+) -> str:
+    """``1h 02m 03s``. Without an end: "(running)" only for an active row; an
+    UNKNOWN one has no end because its outcome is unknown, not because it runs;
+    a finished row without an end (written outside the repository) says so."""
     if start is None:
         return "—"
-    running = end is None
-    span = (end or now or timezone.now()) - start
-    text = human(span)
-    return f"{text} (running)" if running else text
+    if end is not None:
+        return human(end - start)
+    text = human((now or timezone.now()) - start)
+    if status in ACTIVE:
+        return f"{text} (running)"
+    if status == "UNKNOWN":
+        return f"{text} so far (outcome unknown, no end)"
+    return f"{text} (no end recorded)"
 
 
 def human(span: timedelta) -> str:

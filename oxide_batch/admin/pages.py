@@ -142,7 +142,7 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
                     link("jobexecution", e.pk),
                     badge(e.status),
                     when(e.created_at),
-                    duration(e.started_at, e.ended_at),
+                    duration(e.started_at, e.ended_at, e.status),
                     e.version,
                 )
                 for e in rows
@@ -235,7 +235,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="duration")
     def took(self, obj: models.JobExecution) -> str:
-        return duration(obj.started_at, obj.ended_at)
+        return duration(obj.started_at, obj.ended_at, obj.status)
 
     @admin.display(description="counts")
     def counts(self, obj: Any) -> str:
@@ -298,7 +298,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                     link("stepexecution", s.pk, s.step_name),
                     badge(s.status),
                     _counts(s),
-                    duration(s.started_at, s.ended_at),
+                    duration(s.started_at, s.ended_at, s.status),
                     s.version,
                 )
                 for s in rows
