@@ -32,6 +32,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch import models
 from oxide_batch.admin.base import can
+from oxide_batch.admin.display import human
 from oxide_batch.api.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
@@ -226,8 +227,8 @@ class ExecutionActions(_ActionsMixin):
                 row["proposal"] = {
                     "eligible": proposal.eligible,
                     "reason_code": proposal.reason_code,
-                    "inactive_for": proposal.inactive_for,
-                    "threshold": proposal.threshold,
+                    "inactive_for": human(proposal.inactive_for),
+                    "threshold": human(proposal.threshold),
                     "digest": proposal.evidence_digest,
                     "version": proposal.version,
                     "unknown_commit": proposal.unknown_commit,

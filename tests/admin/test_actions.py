@@ -43,6 +43,9 @@ def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_c
     assert f'name="version_{unknown.pk}" value="{unknown.version}"' in text
     assert "eligible" in text
     assert "unknown commit yes" in text
+    # Durations in words, not a Python timedelta ("0:15:00", "5:02:13.286000").
+    assert "(threshold 15m 00s)" in text
+    assert ":15:00" not in text
     assert len(form[f"digest_{unknown.pk}"]) == 64
     assert 'value="UNKNOWN_EFFECT"' in text
     done = operator_client.post(
