@@ -4,10 +4,11 @@ status in text, times relative and absolute (UTC), durations, counts, failures."
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
@@ -69,7 +70,7 @@ def duration(
     if status in ACTIVE:
         return f"{text} (running)"
     if status == "UNKNOWN":
-        return f"{text} so far (outcome unknown, no end)"
+        return f"{text} (outcome unknown)"
     return f"{text} (no end recorded)"
 
 
@@ -123,4 +124,28 @@ def failure(
         category,
         format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
         reference,
+    )
+
+
+def parameters(items: list[dict[str, Any]] | None) -> SafeString:
+    """An instance's identifying parameters as an operator may see them: every
+    name with its type, the value only for names listed in
+    ``OXIDE_BATCH_VISIBLE_PARAMETERS`` (parameters are sensitive by default,
+    SPEC §4) — the same rule as the API."""
+    if not items:
+        return format_html("{}", "none")
+    visible = settings.OXIDE_BATCH_VISIBLE_PARAMETERS
+    return format_html_join(
+        ", ",
+        "{}",
+        (
+            (
+                format_html("{}=<code>{}</code>", item["name"], item["value"])
+                if item["name"] in visible
+                else format_html(
+                    "{} <small>({}, value hidden)</small>", item["name"], item["type"]
+                ),
+            )
+            for item in items
+        ),
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Sum
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -27,7 +27,7 @@ from oxide_batch.admin.base import (
     table,
 )
 from oxide_batch.admin.dashboard import dashboard_view
-from oxide_batch.admin.display import badge, duration, when, yes_no
+from oxide_batch.admin.display import badge, duration, parameters, when, yes_no
 from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.job_names import JOB_NAMES_MAX, job_names
@@ -93,7 +93,7 @@ class JobNameFilter(admin.SimpleListFilter):
 
 @admin.register(models.JobInstance)
 class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
-    list_display = ("id", "job_name", "hold", "created")
+    list_display = ("id", "job_name", "run_parameters", "hold", "created")
     list_filter = (JobNameFilter,)
     search_fields = ("job_name",)
     search_help_text = "An instance id, or an exact job name."
@@ -101,6 +101,7 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
     fields = (
         "id",
         "job_name",
+        "run_parameters",
         "key_digest",
         "created",
         "hold",
@@ -108,6 +109,10 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
         "attempts",
         "operator_actions",
     )
+
+    @admin.display(description="parameters")
+    def run_parameters(self, obj: models.JobInstance) -> SafeString:
+        return parameters(obj.identifying_parameters)
 
     @admin.display(description="hold")
     def hold(self, obj: models.JobInstance) -> SafeString:
@@ -176,6 +181,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     list_display = (
         "id",
         "job_name",
+        "run_parameters",
         "attempt",
         "status_badge",
         "took",
@@ -192,6 +198,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         "id",
         "instance",
         "job_name",
+        "run_parameters",
         "attempt",
         "status_badge",
         "exit_code",
@@ -224,10 +231,16 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
             .annotate(
                 has_owner=ExpressionWrapper(
                     Q(owner_token__isnull=False), output_field=BooleanField()
-                )
+                ),
+                # The instance's parameters by the join, in the page's one query.
+                instance_parameters=F("job_instance__identifying_parameters"),
             )
         )
         return queryset
+
+    @admin.display(description="parameters")
+    def run_parameters(self, obj: Any) -> SafeString:
+        return parameters(obj.instance_parameters)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: models.JobExecution) -> SafeString:
