@@ -31,7 +31,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models
-from oxide_batch.admin.base import can
+from oxide_batch.admin.base import can, change_url
 from oxide_batch.admin.display import human
 from oxide_batch.api.roles import (
     ABANDON_EXECUTION,
@@ -39,14 +39,15 @@ from oxide_batch.api.roles import (
     RECOVER_EXECUTION,
     STOP_EXECUTION,
 )
-from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.domain.errors import OxideBatchError, RecoveryEvidenceStale, StaleVersion
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.operator import OperatorAction
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.retention import RetentionResult, RetentionService
 
 MAX_ROWS = 100
 
@@ -90,19 +91,66 @@ def _ids(text: str) -> list[int]:
 
 
 def _report(request: HttpRequest, label: str, run: Callable[[], Any]) -> None:
-    """Run one row's service call and say what happened to it."""
+    """Run one row's service call and say what happened to it — the new state,
+    what it was, the decision (with links) — or why not, in words."""
     try:
         result = run()
     except OxideBatchError as error:
-        messages.error(request, f"{label}: {error.code}")
+        messages.error(request, f"{label}: {error.code} — {_refusal(error)}")
         return
-    outcome = str(result.outcome)
     if result.outcome is Outcome.REPLAYED:
-        messages.info(request, f"{label}: replayed (already done by this confirmation)")
+        messages.info(request, format_html("{}: replayed — {}", label, _outcome(result)))
     elif result.changed:
-        messages.success(request, f"{label}: applied")
+        messages.success(request, format_html("{}: applied — {}", label, _outcome(result)))
     else:
-        messages.info(request, f"{label}: {outcome.lower()} (nothing to change)")
+        messages.info(request, format_html("{}: nothing to change — {}", label, _outcome(result)))
+
+
+def _outcome(result: Any) -> SafeString:
+    """What a row is now: ``FAILED (was STARTED) — decision #12, 2 steps resolved``
+    for an execution, the hold for an instance."""
+    if isinstance(result, RetentionResult):
+        hold = result.hold
+        if hold is not None:
+            return format_html("held ({}) by {}", hold.reason_code, hold.actor)
+        return format_html("{}", "no hold")
+    execution = result.execution
+    record = result.record
+    if execution is None:  # a replay after the purge
+        return format_html("{}", "the execution has since been purged")
+    now = format_html(
+        '<a href="{}">{}</a>', change_url("jobexecution", execution.id), execution.status.value
+    )
+    if record.prior_status is not None and record.prior_status != execution.status:
+        now = format_html("{} (was {})", now, record.prior_status.value)
+    if record.action is OperatorAction.STOP and execution.status.is_active:
+        now = format_html(
+            "{}, stop requested: the runtime stops at its next control observation", now
+        )
+    decision = result.decision
+    if decision is not None:
+        resolved = len(decision.resolved_step_ids)
+        now = format_html(
+            '{} — <a href="{}">decision #{}</a>, {} unfinished step{} resolved to FAILED',
+            now,
+            change_url("recoverydecision", decision.id),
+            decision.id,
+            resolved,
+            "" if resolved == 1 else "s",
+        )
+    return now
+
+
+def _refusal(error: OxideBatchError) -> str:
+    """A refusal in words for the operator (the code stays in front)."""
+    if isinstance(error, StaleVersion):
+        return (
+            f"the row changed since the page loaded (now version {error.actual}, "
+            f"the page showed {error.expected}); reload and decide again"
+        )
+    if isinstance(error, RecoveryEvidenceStale):
+        return "the evidence changed since the page loaded; reload to see the new proposal"
+    return error.message
 
 
 def _default_reason(spec: ActionSpec, rows: list[dict[str, Any]]) -> str:

@@ -51,9 +51,16 @@ def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_c
     done = operator_client.post(
         url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
     )
-    assert f"execution #{unknown.pk}: applied" in _said(done)
     unknown.refresh_from_db()
     assert unknown.status == "FAILED"
+    decision_row = models.RecoveryDecision.objects.get(job_execution_id=unknown.pk)
+    # The result says the new status, what it was, and links the decision.
+    (said,) = _said(done)
+    assert said.startswith(f"execution #{unknown.pk}: applied — ")
+    assert ">FAILED</a> (was UNKNOWN)" in said
+    assert f">decision #{decision_row.pk}</a>" in said
+    resolved = len(decision_row.resolved_step_ids)
+    assert f"{resolved} unfinished step{'' if resolved == 1 else 's'} resolved to FAILED" in said
     assert unknown.failure_category == "UNKNOWN_COMMIT"
     record = models.OperatorRequest.objects.get(job_execution_id=unknown.pk, action="RECOVER")
     assert record.actor == "otto"
@@ -75,7 +82,11 @@ def test_a_row_changed_since_the_page_loaded_is_stale(operator_client, demo):
     models.JobExecution.objects.filter(pk=unknown.pk).update(version=unknown.version + 1)
     done = operator_client.post(url, {**form, "reason_code": "STALE_WORKER"}, follow=True)
     said = _said(done)
-    assert said == [f"execution #{unknown.pk}: stale_version"]
+    assert said == [
+        f"execution #{unknown.pk}: stale_version — the row changed since the page loaded "
+        f"(now version {unknown.version + 1}, the page showed {unknown.version}); reload and "
+        "decide again"
+    ]
     unknown.refresh_from_db()
     assert unknown.status == "UNKNOWN"
 
@@ -85,14 +96,18 @@ def test_stop_and_abandon(operator_client, demo):
     url = _url("jobexecution", "stop", crashed.pk)
     _, form = _confirm(operator_client, url)
     done = operator_client.post(url, form, follow=True)
-    assert _said(done) == [f"execution #{crashed.pk}: applied"]
+    (said,) = _said(done)
+    assert said.startswith(f"execution #{crashed.pk}: applied — ")
+    assert "STARTED</a>, stop requested: the runtime stops at its next control" in said
     crashed.refresh_from_db()
     assert crashed.stop_requested_by == "otto"
     stopped = models.JobExecution.objects.get(job_name="report_build", status="STOPPED")
     url = _url("jobexecution", "abandon", stopped.pk)
     _, form = _confirm(operator_client, url, reason_code="NOT_NEEDED")
     done = operator_client.post(url, form, follow=True)
-    assert _said(done) == [f"execution #{stopped.pk}: applied"]
+    (said,) = _said(done)
+    assert said.startswith(f"execution #{stopped.pk}: applied — ")
+    assert ">ABANDONED</a> (was STOPPED)" in said
     stopped.refresh_from_db()
     assert stopped.status == "ABANDONED"
 
@@ -102,7 +117,9 @@ def test_an_action_refused_by_a_rule_reports_its_code(operator_client, demo):
     url = _url("jobexecution", "abandon", running.pk)
     _, form = _confirm(operator_client, url, reason_code="NOT_NEEDED")
     done = operator_client.post(url, form, follow=True)
-    assert _said(done) == [f"execution #{running.pk}: invalid_state"]
+    (said,) = _said(done)
+    assert said.startswith(f"execution #{running.pk}: invalid_state — ")
+    assert "STARTED" in said
 
 
 def test_place_and_release_a_hold(operator_client, demo):
@@ -110,14 +127,14 @@ def test_place_and_release_a_hold(operator_client, demo):
     url = _url("jobinstance", "hold", instance.pk)
     _, form = _confirm(operator_client, url, reason_code="LEGAL_HOLD")
     done = operator_client.post(url, form, follow=True)
-    assert _said(done) == [f"instance #{instance.pk}: applied"]
+    assert _said(done) == [f"instance #{instance.pk}: applied — held (LEGAL_HOLD) by otto"]
     instance.refresh_from_db()
     assert instance.hold_actor == "otto"
     assert b"HOLD" in done.content
     url = _url("jobinstance", "release", instance.pk)
     _, form = _confirm(operator_client, url, reason_code="LEGAL_HOLD")
     done = operator_client.post(url, form, follow=True)
-    assert _said(done) == [f"instance #{instance.pk}: applied"]
+    assert _said(done) == [f"instance #{instance.pk}: applied — no hold"]
     instance.refresh_from_db()
     assert instance.hold_placed_at is None
     assert models.RetentionRecord.objects.filter(job_instance_id=instance.pk).count() == 2

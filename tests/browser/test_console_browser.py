@@ -95,7 +95,7 @@ def test_recover_a_stuck_execution_from_the_dashboard(browser, live_server, tmp_
     WebDriverWait(browser, 15).until(lambda b: "/act/" not in b.current_url)
 
     messages = browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text.lower()
-    assert f"execution #{unknown.pk}: applied" in messages
+    assert f"execution #{unknown.pk}: applied — failed (was unknown) — decision #" in messages
     badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".ob-badge")]
     assert "FAILED" in badges
     assert "RECOVER" in browser.page_source  # the audit row on the execution page
