@@ -9,9 +9,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from datetime import timedelta
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dj_database_url
 import django_stubs_ext
@@ -23,6 +23,8 @@ from oxide_batch.domain.failures import validate_failure_url_template
 
 # Lets generic classes such as ModelAdmin[...] be subscripted at run time.
 django_stubs_ext.monkeypatch()
+
+T = TypeVar("T")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -159,44 +161,31 @@ OXIDE_BATCH_STATE_MAX_BYTES = int(os.environ.get("OXIDE_BATCH_STATE_MAX_BYTES", 
 OXIDE_BATCH_STATE_MAX_DEPTH = int(os.environ.get("OXIDE_BATCH_STATE_MAX_DEPTH", 16))
 
 
-def _recovery_stale_after() -> timedelta:
-    """How long an active execution must be inactive before recovery may be
-    proposed (SPEC §2.5): a duration such as ``15m``, 1 min – 24 h."""
-    text = os.environ.get("OXIDE_BATCH_RECOVERY_STALE_AFTER", "15m")
+def _validated_env(name: str, default: str, parse: Callable[[str], T]) -> T:
+    """The variable ``name`` (else ``default``) through ``parse``; a value it
+    refuses (``ValueError``) stops start-up with a message naming the variable."""
     try:
-        return validate_stale_after(parse_duration(text))
+        return parse(os.environ.get(name, default))
     except ValueError as error:
-        raise ImproperlyConfigured(f"OXIDE_BATCH_RECOVERY_STALE_AFTER: {error}") from None
+        raise ImproperlyConfigured(f"{name}: {error}") from None
 
 
-OXIDE_BATCH_RECOVERY_STALE_AFTER = _recovery_stale_after()
-
-
-def _purge_min_age() -> timedelta:
-    """How far in the past a purge cutoff must be at least (SPEC §2.5): a
-    duration such as ``1h``; ``0s`` is allowed (tests, demos)."""
-    text = os.environ.get("OXIDE_BATCH_PURGE_MIN_AGE", "1h")
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise ImproperlyConfigured(f"OXIDE_BATCH_PURGE_MIN_AGE: {error}") from None
-
-
-OXIDE_BATCH_PURGE_MIN_AGE = _purge_min_age()
-
-
-def _failure_url_template() -> str:
-    """A link from a failure id to its text in the team's log search or error
-    tracker (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``;
-    placeholders ``{failure_id}``, ``{execution_id}``, ``{job_name}``. Empty: no links."""
-    text = os.environ.get("OXIDE_BATCH_FAILURE_URL_TEMPLATE", "")
-    try:
-        return validate_failure_url_template(text)
-    except ValueError as error:
-        raise ImproperlyConfigured(f"OXIDE_BATCH_FAILURE_URL_TEMPLATE: {error}") from None
-
-
-OXIDE_BATCH_FAILURE_URL_TEMPLATE = _failure_url_template()
+# How long an active execution must be inactive before recovery may be proposed
+# (SPEC §2.5): a duration such as ``15m``, 1 min – 24 h.
+OXIDE_BATCH_RECOVERY_STALE_AFTER = _validated_env(
+    "OXIDE_BATCH_RECOVERY_STALE_AFTER",
+    "15m",
+    lambda text: validate_stale_after(parse_duration(text)),
+)
+# How far in the past a purge cutoff must be at least (SPEC §2.5): a duration
+# such as ``1h``; ``0s`` is allowed (tests, demos).
+OXIDE_BATCH_PURGE_MIN_AGE = _validated_env("OXIDE_BATCH_PURGE_MIN_AGE", "1h", parse_duration)
+# A link from a failure id to its text in the team's log search or error tracker
+# (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``; placeholders
+# ``{failure_id}``, ``{execution_id}``, ``{job_name}``. Empty: no links.
+OXIDE_BATCH_FAILURE_URL_TEMPLATE = _validated_env(
+    "OXIDE_BATCH_FAILURE_URL_TEMPLATE", "", validate_failure_url_template
+)
 
 # Parameter names whose values the API shows (comma-separated); parameters are
 # sensitive by default, so every other value is shown by name and type only.
