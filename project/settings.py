@@ -161,7 +161,7 @@ OXIDE_BATCH_STATE_MAX_BYTES = int(os.environ.get("OXIDE_BATCH_STATE_MAX_BYTES", 
 OXIDE_BATCH_STATE_MAX_DEPTH = int(os.environ.get("OXIDE_BATCH_STATE_MAX_DEPTH", 16))
 
 
-def _validated_env(name: str, default: str, parse: Callable[[str], T]) -> T:
+def _env_validated(name: str, default: str, parse: Callable[[str], T]) -> T:
     """The variable ``name`` (else ``default``) through ``parse``; a value it
     refuses (``ValueError``) stops start-up with a message naming the variable."""
     try:
@@ -172,18 +172,18 @@ def _validated_env(name: str, default: str, parse: Callable[[str], T]) -> T:
 
 # How long an active execution must be inactive before recovery may be proposed
 # (SPEC §2.5): a duration such as ``15m``, 1 min – 24 h.
-OXIDE_BATCH_RECOVERY_STALE_AFTER = _validated_env(
+OXIDE_BATCH_RECOVERY_STALE_AFTER = _env_validated(
     "OXIDE_BATCH_RECOVERY_STALE_AFTER",
     "15m",
     lambda text: validate_stale_after(parse_duration(text)),
 )
 # How far in the past a purge cutoff must be at least (SPEC §2.5): a duration
 # such as ``1h``; ``0s`` is allowed (tests, demos).
-OXIDE_BATCH_PURGE_MIN_AGE = _validated_env("OXIDE_BATCH_PURGE_MIN_AGE", "1h", parse_duration)
+OXIDE_BATCH_PURGE_MIN_AGE = _env_validated("OXIDE_BATCH_PURGE_MIN_AGE", "1h", parse_duration)
 # A link from a failure id to its text in the team's log search or error tracker
 # (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``; placeholders
 # ``{failure_id}``, ``{execution_id}``, ``{job_name}``. Empty: no links.
-OXIDE_BATCH_FAILURE_URL_TEMPLATE = _validated_env(
+OXIDE_BATCH_FAILURE_URL_TEMPLATE = _env_validated(
     "OXIDE_BATCH_FAILURE_URL_TEMPLATE", "", validate_failure_url_template
 )
 
