@@ -57,16 +57,24 @@ ACTIVE = frozenset({"STARTING", "STARTED", "STOPPING"})
 
 
 def duration(
-    start: datetime | None, end: datetime | None, status: str, now: datetime | None = None
+    start: datetime | None,
+    end: datetime | None,
+    status: str,
+    now: datetime | None = None,
+    *,
+    parent_status: str | None = None,
 ) -> str:
-    """``1h 02m 03s``. Without an end: "(running)" only for an active row; an
-    UNKNOWN one has no end because its outcome is unknown, not because it runs;
-    a finished row without an end (written outside the repository) says so."""
+    """``1h 02m 03s``. Without an end: "(running)" only for an active row whose
+    execution (``parent_status``, for a step) is active too; an UNKNOWN one has
+    no end because its outcome is unknown, not because it runs; a finished row
+    without an end (or an active step of a finished execution) says so."""
     if start is None:
         return "—"
     if end is not None:
         return human(end - start)
     text = human((now or timezone.now()) - start)
+    if status in ACTIVE and parent_status is not None and parent_status not in ACTIVE:
+        status = "UNKNOWN" if parent_status == "UNKNOWN" else "ENDED"
     if status in ACTIVE:
         return f"{text} (running)"
     if status == "UNKNOWN":
@@ -83,6 +91,52 @@ def human(span: timedelta) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+def human_short(span: timedelta) -> str:
+    """A coarse reading for thresholds and idle times: ``15 min``, ``5 h 02 min``,
+    ``2 d 3 h``, ``40 s``."""
+    seconds = max(int(span.total_seconds()), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes:02d} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min"
+    return f"{secs} s"
+
+
+def latest(*moments: datetime | None) -> datetime | None:
+    """The newest of the given instants (``None`` ones ignored)."""
+    present = [m for m in moments if m is not None]
+    return max(present) if present else None
+
+
+def inactivity(
+    status: str, last: datetime | None, *, threshold: timedelta, now: datetime | None = None
+) -> SafeString:
+    """How long an active execution has been silent, against the recovery
+    threshold: over it the row is eligible for recovery (SPEC §9). UNKNOWN is
+    always eligible; a finished row is not inactive, it is done."""
+    if status == "UNKNOWN":
+        return format_html('<span class="ob-badge ob-bad">{}</span>', "outcome unknown")
+    if status not in ACTIVE:
+        return format_html("{}", "—")
+    if last is None:
+        return format_html("{}", "no activity recorded")
+    idle = max((now or timezone.now()) - last, timedelta(0))
+    if idle > threshold:
+        return format_html(
+            '<span class="ob-badge ob-warn">inactive {}</span> over the {} threshold',
+            human_short(idle),
+            human_short(threshold),
+        )
+    return format_html(
+        "{} <small>(threshold {})</small>", human_short(idle), human_short(threshold)
+    )
 
 
 def yes_no(value: bool, yes: str, no: str) -> SafeString:

@@ -5,18 +5,31 @@ to :data:`LINKED_ROWS` rows and a constant number of queries per page."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.contrib import admin
-from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet, Sum
+from django.contrib import admin, messages
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models
+from oxide_batch import models, selectors
+from oxide_batch.admin import casefile
 from oxide_batch.admin.actions import ExecutionActions, InstanceActions
 from oxide_batch.admin.base import (
     LINKED_ROWS,
@@ -27,10 +40,26 @@ from oxide_batch.admin.base import (
     table,
 )
 from oxide_batch.admin.dashboard import dashboard_view
-from oxide_batch.admin.display import badge, duration, parameters, when, yes_no
+from oxide_batch.admin.display import (
+    badge,
+    duration,
+    human_short,
+    inactivity,
+    latest,
+    parameters,
+    when,
+    yes_no,
+)
 from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.job_names import JOB_NAMES_MAX, job_names
+from oxide_batch.parameter_search import (
+    PARAMETER_MATCHES_MAX,
+    instances_with,
+    is_searchable,
+    parse_term,
+)
 from oxide_batch.repository import DjangoJobRepository
 
 COUNTS = models.COUNT_COLUMNS
@@ -49,9 +78,12 @@ def _counts(obj: Any) -> str:
 
 
 class SearchByIdOrName:
-    """``123`` → primary key; anything else → the exact (indexed) job name."""
+    """``123`` → primary key; ``name=value`` → the instances whose visible
+    parameter ``name`` has exactly that value (:mod:`oxide_batch.parameter_search`);
+    anything else → the exact (indexed) job name."""
 
     name_field = "job_name"
+    instance_field = "pk"
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -61,6 +93,25 @@ class SearchByIdOrName:
             return queryset, False
         if term.isdigit():
             return queryset.filter(pk=int(term)), False
+        parameter = parse_term(term)
+        if parameter is not None:
+            if not is_searchable(parameter.name):
+                # Refused before any query: a search would reveal the value by trial.
+                messages.warning(
+                    request,
+                    f"Only the parameters listed in OXIDE_BATCH_VISIBLE_PARAMETERS can be "
+                    f"searched; {parameter.name!r} is not one of them.",
+                )
+                return queryset.none(), False
+            found = instances_with(models.JobInstance, parameter)
+            if found.truncated:
+                messages.info(
+                    request,
+                    f"More than {PARAMETER_MATCHES_MAX} instances have "
+                    f"{parameter.name}={parameter.value}; the newest "
+                    f"{PARAMETER_MATCHES_MAX} are searched — add a job name filter.",
+                )
+            return queryset.filter(**{f"{self.instance_field}__in": list(found.ids)}), False
         return queryset.filter(**{self.name_field: term}), False
 
 
@@ -96,7 +147,10 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
     list_display = ("id", "job_name", "run_parameters", "hold", "created")
     list_filter = (JobNameFilter,)
     search_fields = ("job_name",)
-    search_help_text = "An instance id, or an exact job name."
+    search_help_text = (
+        "An instance id, an exact job name, or name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30)."
+    )
     ordering = ("-id",)
     fields = (
         "id",
@@ -176,6 +230,38 @@ class InstanceFilter(admin.SimpleListFilter):
         )
 
 
+class TriageFilter(admin.SimpleListFilter):
+    """What needs a look: the unresolved executions (UNKNOWN, or active and
+    inactive longer than ``OXIDE_BATCH_RECOVERY_STALE_AFTER`` — the dashboard's
+    and the API's ``unresolved_for`` rule, on the partial index
+    ``ob_execution_unresolved``) and the executions that ended FAILED in the
+    last 24 hours (a range on ``ob_execution_ended``)."""
+
+    title = "needs attention"
+    parameter_name = "triage"
+    FAILED_WITHIN = timedelta(hours=24)
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        threshold = human_short(settings.OXIDE_BATCH_RECOVERY_STALE_AFTER)
+        return [
+            ("unresolved", f"unresolved (UNKNOWN, or inactive > {threshold})"),
+            ("failed24h", "failed in the last 24 h"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        if self.value() == "unresolved":
+            unresolved = selectors.unresolved_executions_queryset(
+                now=now, inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+            )
+            return queryset.filter(pk__in=unresolved.values("pk"))
+        if self.value() == "failed24h":
+            return queryset.filter(
+                status=BatchStatus.FAILED.value, ended_at__gte=now - self.FAILED_WITHIN
+            )
+        return queryset
+
+
 @admin.register(models.JobExecution)
 class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     list_display = (
@@ -185,14 +271,19 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         "attempt",
         "status_badge",
         "took",
-        "counts",
+        "activity",
+        "inactivity",
         "owner",
         "stop",
         "created",
     )
-    list_filter = ("status", JobNameFilter, "created_at", InstanceFilter)
+    list_filter = (TriageFilter, "status", JobNameFilter, "created_at", InstanceFilter)
     search_fields = ("job_name",)
-    search_help_text = "An execution id, or an exact job name."
+    search_help_text = (
+        "An execution id, an exact job name, or name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30)."
+    )
+    instance_field = "job_instance_id"
     ordering = ("-created_at", "-id")
     fields = (
         "id",
@@ -219,6 +310,19 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         "operator_actions",
     )
 
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        if obj is not None:
+            context["case_file"] = casefile.render(request, obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(partial(dashboard_view, self.admin_site))
         return [path("dashboard/", view, name="oxide_batch_dashboard"), *super().get_urls()]
@@ -234,6 +338,13 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                 ),
                 # The instance's parameters by the join, in the page's one query.
                 instance_parameters=F("job_instance__identifying_parameters"),
+                # The newest step write (chunk, checkpoint, transition) also counts
+                # as activity (SPEC §9); evaluated for the page's rows only.
+                newest_step_write=Subquery(
+                    models.StepExecution.objects.filter(job_execution_id=OuterRef("pk"))
+                    .order_by("-updated_at")
+                    .values("updated_at")[:1]
+                ),
             )
         )
         return queryset
@@ -278,6 +389,18 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     def last_activity(self, obj: models.JobExecution) -> SafeString:
         return when(obj.last_activity_at)
 
+    @admin.display(description="last activity")
+    def activity(self, obj: Any) -> SafeString:
+        return when(latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)))
+
+    @admin.display(description="inactivity")
+    def inactivity(self, obj: Any) -> SafeString:
+        return inactivity(
+            obj.status,
+            latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
+            threshold=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER,
+        )
+
     @admin.display(description="instance")
     def instance(self, obj: models.JobExecution) -> SafeString:
         return link("jobinstance", obj.job_instance_id)
@@ -288,12 +411,20 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
             obj.failure_category, obj.failure_id, execution_id=obj.pk, job_name=obj.job_name
         )
 
-    @admin.display(description="sum of the steps' counts")
+    @admin.display(description="records (the steps' totals)")
     def step_counts(self, obj: models.JobExecution) -> str:
-        sums = models.StepExecution.objects.filter(job_execution_id=obj.pk).aggregate(
-            **{c: Sum(c) for c in COUNTS}
+        """The steps' counts summed with each record once: a partition worker's
+        counts are in its partition and, once aggregated, in the manager step,
+        so worker steps are left out (the job-level counters are not shown:
+        only a terminal rollback moves them). One query."""
+        is_worker = models.StepPartition.objects.filter(worker_step_execution_id=OuterRef("pk"))
+        sums = (
+            models.StepExecution.objects.filter(job_execution_id=obj.pk)
+            .exclude(Exists(is_worker))
+            .aggregate(**{c: Sum(c) for c in COUNTS})
         )
-        return ", ".join(f"{SHORT[c]} {sums[c] or 0}" for c in COUNTS if sums[c]) or "0"
+        text = ", ".join(f"{SHORT[c]} {sums[c] or 0:,}" for c in COUNTS if sums[c]) or "none yet"
+        return f"{text} — a partitioned step counts its partitions once it has aggregated them"
 
     @admin.display(description="steps")
     def steps(self, obj: models.JobExecution) -> SafeString:
@@ -311,7 +442,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                     link("stepexecution", s.pk, s.step_name),
                     badge(s.status),
                     _counts(s),
-                    duration(s.started_at, s.ended_at, s.status),
+                    duration(s.started_at, s.ended_at, s.status, parent_status=obj.status),
                     s.version,
                 )
                 for s in rows
@@ -424,14 +555,29 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).defer("checkpoint", "context")
+        queryset: QuerySet[Any] = (
+            super()
+            .get_queryset(request)
+            .defer("checkpoint", "context")
+            # A step of a finished execution never reads "running" (by the join).
+            .annotate(execution_status=F("job_execution__status"))
+        )
+        return queryset
 
     status_badge = JobExecutionAdmin.status_badge
-    took = JobExecutionAdmin.took
     counts = JobExecutionAdmin.counts
     created = JobExecutionAdmin.created
     started = JobExecutionAdmin.started
     ended = JobExecutionAdmin.ended
+
+    @admin.display(description="duration")
+    def took(self, obj: Any) -> str:
+        return duration(
+            obj.started_at,
+            obj.ended_at,
+            obj.status,
+            parent_status=getattr(obj, "execution_status", None),
+        )
 
     @admin.display(description="failure")
     def failure(self, obj: models.StepExecution) -> SafeString:

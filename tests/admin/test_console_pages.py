@@ -19,7 +19,7 @@ def test_execution_pages_say_status_counts_and_times(admin_client, demo):
     crashed = models.JobExecution.objects.get(job_name="customer_sync")
     detail = admin_client.get(reverse("admin:oxide_batch_jobexecution_change", args=[crashed.pk]))
     text = detail.content.decode()
-    assert "of the steps&#x27; counts" in text
+    assert "ecords (the steps&#x27; totals)" in text
     assert "owner recorded" in text or "no owner" in text
     for step in models.StepExecution.objects.filter(job_execution_id=crashed.pk):
         assert reverse("admin:oxide_batch_stepexecution_change", args=[step.pk]) in text

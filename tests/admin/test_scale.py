@@ -72,7 +72,17 @@ UNBOUNDED_COUNT = re.compile(r"COUNT\(\*\)", re.IGNORECASE)
 
 
 @pytest.mark.parametrize(
-    "query", ["", "?status__exact=FAILED", "?job_name=nightly_import", "?q=nightly_import", "?p=2"]
+    "query",
+    [
+        "",
+        "?status__exact=FAILED",
+        "?job_name=nightly_import",
+        "?q=nightly_import",
+        "?p=2",
+        "?triage=unresolved",
+        "?triage=failed24h",
+        "?q=business_date%3D2026-11-30",
+    ],
 )
 def test_the_execution_changelist_never_counts_a_whole_table(admin_client, demo, query):
     url = reverse("admin:oxide_batch_jobexecution_changelist") + query

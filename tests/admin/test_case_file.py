@@ -1,0 +1,135 @@
+"""An execution page is a case file (issue 14 point 1): status, attempt, job and
+visible parameters, last activity, inactivity against the threshold, owner and
+stop state, the recovery proposal inline for an unresolved execution, and a
+timeline from the durable timestamps."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from oxide_batch import models
+
+pytestmark = pytest.mark.django_db
+
+
+def _page(client, execution_id: int) -> str:
+    response = client.get(reverse("admin:oxide_batch_jobexecution_change", args=[execution_id]))
+    assert response.status_code == 200
+    html: str = response.content.decode()
+    return html
+
+
+def _case(html: str) -> str:
+    return html.split('<section class="ob-case"', 1)[1].split("</section>", 1)[0]
+
+
+def test_a_stale_started_execution_says_eligible_with_its_evidence(admin_client, demo):
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    case = _case(_page(admin_client, stale.pk))
+    assert "eligible for recovery" in case
+    assert re.search(r"inactive \d+ h( \d\d min)?, over the 15 min threshold", case)
+    assert "<dt>Owner</dt><dd>no owner recorded</dd>" in case
+    assert "no marker raised" in case
+    recover = reverse("admin:oxide_batch_jobexecution_act", args=["recover"]) + f"?ids={stale.pk}"
+    assert f'href="{recover}"' in case
+    # The latest step of the evidence is named, not just "STARTED".
+    latest = models.StepExecution.objects.filter(job_execution_id=stale.pk).order_by("-id")[0]
+    assert f">{latest.step_name}</a>" in case.split("Evidence:", 1)[1]
+    assert " UTC</small>" in case  # absolute times beside the relative ones
+
+
+def test_an_unknown_execution_explains_the_unknown_commit(admin_client, demo):
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    case = _case(_page(admin_client, unknown.pk))
+    assert "eligible for recovery</strong> — its outcome is unknown" in case
+    assert "Unknown commit</strong>:" in case
+    assert "UNKNOWN_EFFECT" in case
+
+
+def test_a_finished_execution_has_no_proposal_and_no_recover_link(admin_client, demo):
+    done = models.JobExecution.objects.filter(status="COMPLETED").order_by("pk")[0]
+    html = _page(admin_client, done.pk)
+    case = _case(html)
+    assert "Recovery</dt>" not in case
+    assert "/act/recover/" not in case
+    assert "execution ended" in case
+    assert "(running)" not in html
+
+
+def test_a_viewer_sees_the_proposal_but_no_recover_link(viewer_client, demo):
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    case = _case(_page(viewer_client, stale.pk))
+    assert "eligible for recovery" in case
+    assert "/act/recover/" not in case
+    assert "recover_execution" in case
+
+
+def test_the_timeline_is_in_time_order_from_the_durable_timestamps(admin_client, demo):
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    case = _case(_page(admin_client, stale.pk))
+    timeline = case.split('<ol class="ob-timeline"', 1)[1]
+    stamps = re.findall(r'<time datetime="([^"]+)">', timeline)
+    assert stamps == sorted(stamps)
+    assert len(stamps) >= 3
+    assert "execution created (attempt 1)" in timeline
+    for step in models.StepExecution.objects.filter(job_execution_id=stale.pk):
+        assert f">{step.step_name}</a> started" in timeline
+    assert "<strong>now</strong> — still active" in timeline
+
+
+def test_after_a_recovery_the_page_links_the_decision_and_resolves_the_steps(admin_client, demo):
+    from oxide_batch.repository import DjangoJobRepository
+    from oxide_batch.services.audit import Actor
+    from oxide_batch.services.operator import OperatorService
+
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    service = OperatorService(DjangoJobRepository())
+    proposal = service.propose(stale.pk)
+    from oxide_batch.domain.recovery import RecoveryDisposition
+
+    result = service.recover(
+        stale.pk,
+        expected_version=proposal.version,
+        disposition=RecoveryDisposition.MARK_FAILED,
+        reason_code="STALE_WORKER",
+        evidence_digest=proposal.evidence_digest,
+        actor=Actor("user:test", None),
+        operation_id="case-file-test-1",
+    )
+    decision = models.RecoveryDecision.objects.get(job_execution_id=stale.pk)
+    html = _page(admin_client, stale.pk)
+    case = _case(html)
+    assert result is not None
+    assert "Resolved by</dt>" in case
+    assert reverse("admin:oxide_batch_recoverydecision_change", args=[decision.pk]) in case
+    assert "Recovery</dt>" not in case  # no longer unresolved: no proposal, no action
+    assert "/act/recover/" not in case
+    assert "(running)" not in html  # its steps were resolved, none reads running
+
+
+@override_settings(OXIDE_BATCH_VISIBLE_PARAMETERS=frozenset({"business_date"}))
+def test_the_case_file_shows_the_visible_parameters(admin_client, demo):
+    run = models.JobExecution.objects.filter(job_name="nightly_import").order_by("-pk")[0]
+    case = _case(_page(admin_client, run.pk))
+    assert "business_date=<code>" in case
+
+
+def test_the_case_file_reads_a_constant_number_of_queries(admin_client, demo, more_rows):
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    url = reverse("admin:oxide_batch_jobexecution_change", args=[stale.pk])
+    admin_client.get(url)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(url).status_code == 200
+        return len(captured.captured_queries)
+
+    before = count()
+    more_rows(6)
+    assert count() == before

@@ -1,0 +1,141 @@
+"""Lists built for triage (issue 14 point 4): last activity and inactivity
+columns, the "unresolved" and "failed in the last 24 h" filters, counts that
+count each record once, and search by a visible parameter's exact value."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.conf import settings
+from django.db.models import Sum
+from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
+
+from oxide_batch import models, selectors
+from oxide_batch.demo.workload import Workload
+from oxide_batch.domain import BatchStatus
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:oxide_batch_jobexecution_changelist"
+
+
+def _listed(html: str) -> set[int]:
+    """The execution ids of a changelist page (the row checkboxes)."""
+    return {int(v) for v in re.findall(r'name="_selected_action" value="(\d+)"', html)}
+
+
+def _get(client, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200, url
+    html: str = response.content.decode()
+    return html
+
+
+def test_the_list_has_last_activity_and_inactivity_columns(admin_client, demo):
+    html = _get(admin_client, reverse(CHANGELIST))
+    assert 'column-activity"' in html
+    assert 'column-inactivity"' in html
+    # The stale STARTED execution of the demo (customer_sync, silent for hours).
+    assert re.search(r"inactive \d+ h( \d\d min)?</span> over the 15 min threshold", html)
+    assert "outcome unknown" in html  # the UNKNOWN one
+    # The job-level counters (only a terminal rollback moves them) are not a column.
+    assert 'column-counts"' not in html
+
+
+def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_client, demo):
+    fresh = Workload(datetime.now(UTC) - timedelta(seconds=30))
+    running = fresh.move(fresh.launch("fresh_job", n=1), BatchStatus.STARTED)
+    html = _get(admin_client, reverse(CHANGELIST) + "?triage=unresolved")
+    expected = set(
+        selectors.unresolved_executions_queryset(
+            now=timezone.now(), inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+        ).values_list("pk", flat=True)
+    )
+    statuses = set(
+        models.JobExecution.objects.filter(pk__in=expected).values_list("status", flat=True)
+    )
+    assert {"UNKNOWN", "STARTED"} <= statuses  # the demo has both kinds
+    assert _listed(html) == expected
+    assert running.id not in _listed(html)  # active, but within the threshold
+    assert "unresolved (UNKNOWN, or inactive &gt; 15 min)" in html
+
+
+def test_the_failed_filter_keeps_the_last_24_hours(admin_client, demo):
+    failed = list(models.JobExecution.objects.filter(status="FAILED").order_by("pk"))
+    assert len(failed) >= 2
+    old, recent = failed[0], failed[1]
+    now = timezone.now()
+    models.JobExecution.objects.filter(pk=old.pk).update(
+        created_at=now - timedelta(days=3),
+        started_at=now - timedelta(days=3),
+        ended_at=now - timedelta(days=2),
+    )
+    models.JobExecution.objects.filter(pk=recent.pk).update(ended_at=now - timedelta(hours=3))
+    listed = _listed(_get(admin_client, reverse(CHANGELIST) + "?triage=failed24h"))
+    assert recent.pk in listed
+    assert old.pk not in listed
+    assert all(
+        s == "FAILED"
+        for s in models.JobExecution.objects.filter(pk__in=listed).values_list("status", flat=True)
+    )
+
+
+def test_a_partitioned_execution_counts_each_record_once(admin_client, demo):
+    parent_ids = set(models.StepPartition.objects.values_list("step_execution_id", flat=True))
+    worker_ids = set(
+        models.StepPartition.objects.exclude(worker_step_execution_id=None).values_list(
+            "worker_step_execution_id", flat=True
+        )
+    )
+    parent = models.StepExecution.objects.filter(pk__in=parent_ids, status="COMPLETED").first()
+    assert parent is not None, "the demo has an aggregated partitioned step"
+    steps = models.StepExecution.objects.filter(job_execution_id=parent.job_execution_id)
+    naive = steps.aggregate(n=Sum("read_count"))["n"]
+    once = steps.exclude(pk__in=worker_ids).aggregate(n=Sum("read_count"))["n"]
+    assert naive > once > 0  # the workers' records are also in the manager step
+    html = _get(
+        admin_client,
+        reverse("admin:oxide_batch_jobexecution_change", args=[parent.job_execution_id]),
+    )
+    field = html.split("ecords (the steps&#x27; totals)", 1)[1][:600]
+    assert f"read {once:,}" in field
+    assert f"read {naive:,}" not in field
+
+
+@override_settings(OXIDE_BATCH_VISIBLE_PARAMETERS=frozenset({"business_date"}))
+def test_search_by_a_visible_parameter_value(admin_client, demo):
+    instance = models.JobInstance.objects.get(
+        identifying_parameters__0__value="2026-11-30", job_name="nightly_import"
+    )
+    wanted = set(
+        models.JobExecution.objects.filter(job_instance_id=instance.pk).values_list("pk", flat=True)
+    )
+    html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date%3D2026-11-30")
+    assert _listed(html) == wanted
+    html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date+%3D+2026-11-30")
+    assert _listed(html) == wanted  # spaces around "=" do not matter
+    html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date%3D1999-01-01")
+    assert _listed(html) == set()
+    instances = _get(
+        admin_client,
+        reverse("admin:oxide_batch_jobinstance_changelist") + "?q=business_date%3D2026-11-30",
+    )
+    assert _listed(instances) == {instance.pk}
+
+
+@override_settings(OXIDE_BATCH_VISIBLE_PARAMETERS=frozenset({"business_date"}))
+def test_a_hidden_parameter_cannot_be_probed_by_search(admin_client, demo):
+    """``batch`` is not visible: the right value and a wrong one answer alike
+    (no rows, the same refusal), so a search cannot reveal a value by trial."""
+    answers = []
+    for value in ("42", "43"):
+        html = _get(admin_client, reverse(CHANGELIST) + f"?q=batch%3D{value}")
+        assert _listed(html) == set()
+        assert "&#x27;batch&#x27; is not one of them" in html
+        answers.append(html.replace(value, "N"))
+    strip = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
+    assert strip.sub("", answers[0]) == strip.sub("", answers[1])
