@@ -1,0 +1,181 @@
+"""The operator's task at 3 a.m., end to end in a real browser on the demo data
+(issue 14, acceptance): the dashboard → the stuck execution's page (eligible,
+inactivity, the allowed parameters) → a failed one's failure link → Recover →
+confirm → the result says the new status and links the decision → the
+execution page shows the steps resolved and no action offered.
+
+Every page is looked at 1440 and 390 px wide: at 390 nothing the operator needs
+is off-screen (the page never scrolls sideways; the buttons used are inside the
+viewport). Screenshots of each page at both widths are kept as test artifacts
+in ``$OXIDE_BATCH_SCREENSHOTS`` (``scripts/test``: ``var/test-artifacts/walk``).
+PostgreSQL pass only, like the other browser tests."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from oxide_batch import models
+from tests.browser.test_console_browser import browser  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+WIDE, PHONE = 1440, 390
+LOGS = "https://logs.example.invalid/search?q=failure_id:{failure_id}"
+
+
+class Walk:
+    """The browser, the pages seen so far and their screenshots."""
+
+    def __init__(self, driver: Any, base: str, shots: Path) -> None:
+        self.driver = driver
+        self.base = base
+        self.shots = shots
+        self.seen: list[str] = []
+
+    def look(self, name: str, *, reachable: tuple[str, ...] = ()) -> None:
+        """Screenshot the current page at both widths; at phone width the page
+        must not scroll sideways and each ``reachable`` element (CSS selector)
+        must lie inside the viewport's width."""
+        from selenium.webdriver.common.by import By
+
+        driver = self.driver
+        for width in (WIDE, PHONE):
+            driver.set_window_size(width, 900)
+            height = driver.execute_script("return document.documentElement.scrollHeight")
+            driver.set_window_size(width, min(int(height) + 140, 5000))
+            driver.save_screenshot(str(self.shots / f"{len(self.seen) + 1:02d}-{name}-{width}.png"))
+            if width == PHONE:
+                inner = driver.execute_script("return window.innerWidth")
+                scroll = driver.execute_script("return document.documentElement.scrollWidth")
+                assert scroll <= inner + 1, f"{name}: the page is {scroll} px wide at {inner}"
+                for selector in reachable:
+                    element = driver.find_element(By.CSS_SELECTOR, selector)
+                    driver.execute_script("arguments[0].scrollIntoView({block:'center'})", element)
+                    box = element.rect
+                    assert box["x"] >= 0, (name, selector, box)
+                    assert box["x"] + box["width"] <= inner + 1, (name, selector, box)
+        driver.set_window_size(WIDE, 1000)
+        self.seen.append(name)
+
+
+@pytest.fixture
+def walk(browser, live_server, tmp_path, settings):  # noqa: F811
+    settings.OXIDE_BATCH_VISIBLE_PARAMETERS = frozenset({"shard", "business_date"})
+    settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE = LOGS
+    call_command("demo_workload", stdout=io.StringIO())
+    User.objects.create_superuser("opal", "opal@example.invalid", "a-long-password")
+    shots = tmp_path / "walk"
+    shots.mkdir()
+    yield Walk(browser, live_server.url, shots)
+    kept = os.environ.get("OXIDE_BATCH_SCREENSHOTS")
+    if kept:
+        target = Path(kept) / "walk"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(shots, target)
+
+
+def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver = walk.driver
+    stuck = models.JobExecution.objects.get(job_name="customer_sync")
+    unfinished = list(
+        models.StepExecution.objects.filter(
+            job_execution_id=stuck.pk, status__in=["STARTING", "STARTED", "STOPPING"]
+        ).values_list("pk", flat=True)
+    )
+    assert unfinished, "the demo's stuck execution has a step left running"
+    failed = models.JobExecution.objects.filter(status="FAILED", failure_id__isnull=False)[0]
+
+    driver.get(f"{walk.base}/admin/login/")
+    driver.find_element(By.NAME, "username").send_keys("opal")
+    password = driver.find_element(By.NAME, "password")
+    password.send_keys("a-long-password")
+    password.send_keys(Keys.ENTER)
+    driver.find_element(By.ID, "site-name")
+
+    # 1. The dashboard lists the stuck execution; its id leads to its page.
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/dashboard/")
+    page = f"/admin/oxide_batch/jobexecution/{stuck.pk}/change/"
+    assert driver.find_element(By.CSS_SELECTOR, f'a[href="{page}"]')
+    walk.look("dashboard")
+    driver.find_element(By.CSS_SELECTOR, f'a[href="{page}"]').click()
+
+    # 2. Its page is a case file: eligible, how long inactive, which run.
+    case = driver.find_element(By.CSS_SELECTOR, ".ob-case").text
+    assert "eligible for recovery" in case
+    assert re.search(r"inactive \d+ h", case), case
+    shard = next(
+        p["value"]
+        for p in models.JobInstance.objects.get(pk=stuck.job_instance_id).identifying_parameters
+        if p["name"] == "shard"
+    )
+    assert f"shard={shard}" in case
+    walk.look("stuck-execution", reachable=(".ob-case a.ob-primary",))
+
+    # 3. A failed execution's page leads to the failure's text in the logs.
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/{failed.pk}/change/")
+    link = driver.find_element(By.PARTIAL_LINK_TEXT, f"failure {failed.failure_id}")
+    assert link.get_attribute("href") == LOGS.format(failure_id=failed.failure_id)
+    walk.look("failed-execution")
+
+    # 4. Recover from the case file; the confirmation shows the proposal.
+    driver.get(f"{walk.base}{page}")
+    driver.find_element(By.CSS_SELECTOR, ".ob-case a.ob-primary").click()
+    assert "Confirm" in driver.title
+    assert "eligible" in driver.find_element(By.ID, "content").text
+    Select(driver.find_element(By.ID, "id_disposition")).select_by_value("ABANDON")
+    walk.look("confirm", reachable=("#confirm",))
+    driver.find_element(By.ID, "confirm").click()
+    WebDriverWait(driver, 15).until(lambda d: "/act/" not in d.current_url)
+
+    # 5. The result says the new status, what it was, and links the decision.
+    decision = models.RecoveryDecision.objects.get(job_execution_id=stuck.pk)
+    message = driver.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    assert f"#{stuck.pk}" in message
+    assert "ABANDONED" in message
+    assert "was STARTED" in message
+    assert f"decision #{decision.pk}" in message
+    decision_url = f"/admin/oxide_batch/recoverydecision/{decision.pk}/change/"
+    assert driver.find_element(By.CSS_SELECTOR, f'ul.messagelist a[href="{decision_url}"]')
+    walk.look("result")
+
+    # 6. The page now: resolved by the decision, its steps resolved, no action.
+    case = driver.find_element(By.CSS_SELECTOR, ".ob-case").text
+    assert f"decision #{decision.pk}" in case
+    assert "Recovery\n" not in case
+    assert "(running)" not in driver.find_element(By.ID, "content").text
+    assert not driver.find_elements(By.CSS_SELECTOR, 'a[href*="/act/"]')
+    assert sorted(decision.resolved_step_ids) == sorted(unfinished)
+    statuses = set(
+        models.StepExecution.objects.filter(pk__in=unfinished).values_list("status", flat=True)
+    )
+    assert statuses.isdisjoint({"STARTING", "STARTED", "STOPPING"})
+    walk.look("after-recovery")
+
+    # 7. The decision's page links back to the execution.
+    driver.get(f"{walk.base}{decision_url}")
+    assert driver.find_element(By.CSS_SELECTOR, f'a[href="{page}"]')
+    walk.look("decision")
+
+    assert walk.seen == [
+        "dashboard",
+        "stuck-execution",
+        "failed-execution",
+        "confirm",
+        "result",
+        "after-recovery",
+        "decision",
+    ]
+    assert len(list(walk.shots.glob("*.png"))) == 2 * len(walk.seen)
