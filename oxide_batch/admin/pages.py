@@ -73,6 +73,17 @@ SHORT = {
 }
 
 
+def moment(field: str, description: str) -> Any:
+    """An admin column/field for a timestamp: relative and absolute UTC (never
+    Django's locale default without a time zone), sortable by the field."""
+
+    @admin.display(description=description, ordering=field)
+    def show(self: Any, obj: Any) -> SafeString:
+        return when(getattr(obj, field))
+
+    return show
+
+
 def _counts(obj: Any) -> str:
     return ", ".join(f"{SHORT[c]} {getattr(obj, c)}" for c in COUNTS if getattr(obj, c)) or "0"
 
@@ -678,7 +689,16 @@ class StepExecutionAdmin(ReadOnlyAdmin):
 
 @admin.register(models.StepPartition)
 class StepPartitionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "step", "partition_key", "ordinal", "status_badge", "counts", "version")
+    list_display = (
+        "id",
+        "step",
+        "partition_key",
+        "ordinal",
+        "status_badge",
+        "worker",
+        "counts",
+        "version",
+    )
     list_filter = ("status", StepFilter)
     search_fields = ("=id",)
     ordering = ("-id",)
@@ -688,6 +708,7 @@ class StepPartitionAdmin(ReadOnlyAdmin):
         "partition_key",
         "ordinal",
         "status_badge",
+        "worker",
         "exit_code",
         "counts",
         "version",
@@ -703,6 +724,12 @@ class StepPartitionAdmin(ReadOnlyAdmin):
     def step(self, obj: models.StepPartition) -> SafeString:
         return link("stepexecution", obj.step_execution_id)
 
+    @admin.display(description="worker step")
+    def worker(self, obj: models.StepPartition) -> SafeString:
+        if obj.worker_step_execution_id is None:
+            return format_html("{}", "not assigned")
+        return link("stepexecution", obj.worker_step_execution_id)
+
 
 @admin.register(models.FlowDecision)
 class FlowDecisionAdmin(ReadOnlyAdmin):
@@ -715,6 +742,7 @@ class FlowDecisionAdmin(ReadOnlyAdmin):
         "observed_outcome",
         "target_node_id",
         "terminal",
+        "decided",
     )
     list_filter = ("kind", ExecutionFilter)
     search_fields = ("=id",)
@@ -730,9 +758,10 @@ class FlowDecisionAdmin(ReadOnlyAdmin):
         "terminal",
         "plan_fingerprint",
         "input_digest",
-        "decided_at",
+        "decided",
     )
     execution = StepExecutionAdmin.execution
+    decided = moment("decided_at", "decided")
 
 
 @admin.register(models.JobDefinition)
@@ -747,8 +776,9 @@ class JobDefinitionAdmin(ReadOnlyAdmin):
         "manifest_format",
         "manifest_digest",
         "manifest",
-        "registered_at",
+        "registered",
     )
+    registered = moment("registered_at", "registered")
 
 
 @admin.register(models.DefinitionUpgrade)
@@ -762,8 +792,9 @@ class DefinitionUpgradeAdmin(ReadOnlyAdmin):
         "from_definition_id",
         "to_definition_id",
         "step_mapping",
-        "registered_at",
+        "registered",
     )
+    registered = moment("registered_at", "registered")
 
 
 @admin.register(models.RecoveryDecision)
@@ -775,7 +806,7 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "resulting_status",
         "reason_code",
         "operator_reference",
-        "decided_at",
+        "decided",
     )
     list_filter = ("resulting_status",)
     search_fields = ("=job_execution_id",)
@@ -789,10 +820,28 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "reason_code",
         "operator_reference",
         "operator_user_id",
-        "decided_at",
+        "decided",
         "resolved_steps",
+        "operator_request",
     )
     execution = StepExecutionAdmin.execution
+    decided = moment("decided_at", "decided")
+
+    @admin.display(description="operator request")
+    def operator_request(self, obj: models.RecoveryDecision) -> SafeString:
+        """The audited request that made this decision (one indexed query)."""
+        request = (
+            models.OperatorRequest.objects.filter(
+                job_execution_id=obj.job_execution_id,
+                action="RECOVER",
+                outcome="APPLIED",
+                observed_version=obj.execution_version,
+            )
+            .order_by("id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        return link("operatorrequest", request)
 
     @admin.display(description="resolved steps (→ FAILED)")
     def resolved_steps(self, obj: models.RecoveryDecision) -> SafeString:
@@ -812,7 +861,7 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
         "outcome",
         "rejection_code",
         "result_status",
-        "requested_at",
+        "requested",
     )
     list_filter = ("action", "outcome")
     search_fields = ("=job_execution_id",)
@@ -831,12 +880,33 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
         "outcome",
         "changed",
         "rejection_code",
-        "requested_at",
+        "requested",
+        "decision",
     )
+    requested = moment("requested_at", "requested")
 
     @admin.display(description="execution")
     def execution(self, obj: models.OperatorRequest) -> SafeString:
         return link("jobexecution", obj.job_execution_id)
+
+    @admin.display(description="recovery decision")
+    def decision(self, obj: models.OperatorRequest) -> SafeString:
+        """The decision an applied recovery wrote (one query on its unique key)."""
+        if (
+            obj.action != "RECOVER"
+            or obj.outcome != "APPLIED"
+            or obj.job_execution_id is None
+            or obj.observed_version is None
+        ):
+            return format_html("{}", "—")
+        decision = (
+            models.RecoveryDecision.objects.filter(
+                job_execution_id=obj.job_execution_id, execution_version=obj.observed_version
+            )
+            .values_list("id", flat=True)
+            .first()
+        )
+        return link("recoverydecision", decision)
 
 
 @admin.register(models.RetentionRecord)
@@ -850,7 +920,7 @@ class RetentionRecordAdmin(ReadOnlyAdmin):
         "outcome",
         "rejection_code",
         "changed",
-        "applied_at",
+        "applied",
     )
     list_filter = ("action", "outcome")
     search_fields = ("=job_instance_id",)
@@ -869,8 +939,9 @@ class RetentionRecordAdmin(ReadOnlyAdmin):
         "plan_digest",
         "deleted_job_executions",
         "deleted_job_instances",
-        "applied_at",
+        "applied",
     )
+    applied = moment("applied_at", "applied")
 
     @admin.display(description="instance")
     def instance(self, obj: models.RetentionRecord) -> SafeString:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -97,3 +99,82 @@ def test_dashboard_for_a_viewer_has_no_recover_links(viewer_client, demo):
 def test_admin_index_links_the_dashboard(admin_client):
     page = admin_client.get(reverse("admin:index"))
     assert reverse("admin:oxide_batch_dashboard").encode() in page.content
+
+
+def _recovered() -> tuple[models.JobExecution, models.RecoveryDecision]:
+    from oxide_batch.domain.recovery import RecoveryDisposition
+    from oxide_batch.repository import DjangoJobRepository
+    from oxide_batch.services.audit import Actor
+    from oxide_batch.services.operator import OperatorService
+
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    service = OperatorService(DjangoJobRepository())
+    proposal = service.propose(stale.pk)
+    service.recover(
+        stale.pk,
+        expected_version=proposal.version,
+        disposition=RecoveryDisposition.MARK_FAILED,
+        reason_code="STALE_WORKER",
+        evidence_digest=proposal.evidence_digest,
+        actor=Actor("opal"),
+        operation_id="cross-links-1",
+    )
+    return stale, models.RecoveryDecision.objects.get(job_execution_id=stale.pk)
+
+
+def test_a_decision_and_its_request_link_each_other_and_the_execution(admin_client, demo):
+    stale, decision = _recovered()
+    request = models.OperatorRequest.objects.get(action="RECOVER", job_execution_id=stale.pk)
+    execution_url = reverse("admin:oxide_batch_jobexecution_change", args=[stale.pk])
+    decision_url = reverse("admin:oxide_batch_recoverydecision_change", args=[decision.pk])
+    request_url = reverse("admin:oxide_batch_operatorrequest_change", args=[request.pk])
+    page = admin_client.get(decision_url).content.decode()
+    assert f'href="{request_url}"' in page
+    assert f'href="{execution_url}"' in page
+    page = admin_client.get(request_url).content.decode()
+    assert f'href="{decision_url}"' in page
+    assert f'href="{execution_url}"' in page
+
+
+def test_a_partition_links_its_worker_step(admin_client, demo):
+    partition = models.StepPartition.objects.exclude(worker_step_execution_id=None)[0]
+    page = admin_client.get(
+        reverse("admin:oxide_batch_steppartition_change", args=[partition.pk])
+    ).content.decode()
+    worker = reverse(
+        "admin:oxide_batch_stepexecution_change", args=[partition.worker_step_execution_id]
+    )
+    assert f'href="{worker}"' in page
+    listing = admin_client.get(reverse("admin:oxide_batch_steppartition_changelist")).content
+    assert worker.encode() in listing
+
+
+@pytest.mark.parametrize(
+    "name", ["recoverydecision", "operatorrequest", "retentionrecord", "flowdecision"]
+)
+def test_audit_times_are_utc_with_a_relative_reading(admin_client, demo, name):
+    from oxide_batch.services.audit import Actor
+    from oxide_batch.services.retention import RetentionService
+
+    stale, _ = _recovered()
+    RetentionService().place_hold(
+        stale.job_instance_id, actor=Actor("opal"), reason_code="AUDIT", operation_id="hold-1"
+    )
+    listing = admin_client.get(reverse(f"admin:oxide_batch_{name}_changelist")).content.decode()
+    row = (
+        {
+            "recoverydecision": models.RecoveryDecision,
+            "operatorrequest": models.OperatorRequest,
+            "retentionrecord": models.RetentionRecord,
+            "flowdecision": models.FlowDecision,
+        }[name]
+        .objects.order_by("pk")
+        .first()
+    )
+    assert row is not None
+    detail = admin_client.get(
+        reverse(f"admin:oxide_batch_{name}_change", args=[row.pk])
+    ).content.decode()
+    for html in (listing, detail):
+        assert " UTC</small>" in html
+        assert not re.search(r"\b(a\.m\.|p\.m\.)", html)  # Django's locale default
