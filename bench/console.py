@@ -8,11 +8,13 @@ Run on a throwaway PostgreSQL cluster (it creates and drops the database
 Generates ``--executions`` executions (one instance each; 3 steps each; a
 partitioned step with 64 partitions every 10,000th execution) spread over the
 last 60 days with ``INSERT … SELECT generate_series`` (server-side, not through
-the repository): ~96% COMPLETED, 3% FAILED (by category), the rest STOPPED,
-ABANDONED, and a few STARTED (stale) and UNKNOWN. Then it fetches every
-changelist, detail and dashboard page with Django's test client as a superuser
-(``--runs`` times after one warm-up) and prints the median and maximum server
-time and the query count of each. Figures are recorded in docs/console.md.
+the repository; every instance has two identifying parameters, ``batch`` = its
+id and ``business_date`` = its day, both visible): ~96% COMPLETED, 3% FAILED
+(by category), the rest STOPPED, ABANDONED, and a few STARTED (stale) and
+UNKNOWN. Then it fetches every changelist, detail and dashboard page with
+Django's test client as a superuser (``--runs`` times after one warm-up) and
+prints the median and maximum server time and the query count of each.
+Figures are recorded in docs/console.md.
 """
 
 from __future__ import annotations
@@ -87,7 +89,10 @@ def generate(executions: int) -> float:
             INSERT INTO ob_job_instance (id, job_name, key_digest, identifying_parameters,
                                          created_at)
             SELECT i, 'job_' || (i %% %(jobs)s), encode(sha256(i::text::bytea), 'hex'),
-                   '[]'::jsonb, t
+                   jsonb_build_array(
+                       jsonb_build_object('name', 'batch', 'type', 'i64', 'value', i::text),
+                       jsonb_build_object('name', 'business_date', 'type', 'string',
+                                          'value', to_char(t, 'YYYY-MM-DD'))), t
             FROM generate_series(1, %(n)s) AS i, {times}
             """,
             params,
@@ -149,6 +154,7 @@ def generate(executions: int) -> float:
 def measure(runs: int) -> list[tuple[str, float, float, int]]:
     os.environ["DATABASE_URL"] = database_url(DATABASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ["OXIDE_BATCH_VISIBLE_PARAMETERS"] = "batch,business_date"
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -193,6 +199,10 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
         ("executions ?q=<id>", changelist + "?q=500000"),
         ("executions page 50", changelist + "?p=50"),
         ("executions last 7 days", changelist + "?created_at__gte=" + _days_ago(7)),
+        ("executions unresolved", changelist + "?triage=unresolved"),
+        ("executions failed in 24 h", changelist + "?triage=failed24h"),
+        ("executions ?q=batch=500000", changelist + "?q=batch%3D500000"),
+        ("executions ?q=business_date=<day>", changelist + "?q=business_date%3D" + _days_ago(7)),
     ]
     for name, model in names.items():
         pages.append((f"{name} list", reverse(f"admin:oxide_batch_{name}_changelist")))
@@ -203,6 +213,12 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
         names["jobexecution"]._default_manager.filter(status="UNKNOWN").values_list("pk", flat=True)
     )
     if unresolved:
+        pages.append(
+            (
+                "unresolved execution detail (case file)",
+                reverse("admin:oxide_batch_jobexecution_change", args=[unresolved[0]]),
+            )
+        )
         pages.append(
             (
                 "recover confirmation",
