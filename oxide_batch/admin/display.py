@@ -53,6 +53,23 @@ def when(moment: datetime | None, now: datetime | None = None) -> SafeString:
     )
 
 
+def when_short(moment: datetime | None, now: datetime | None = None) -> SafeString:
+    """A list cell's reading of an instant: ``5 h 09 min ago`` over the
+    absolute UTC minute (full instant in the tooltip and the <time>)."""
+    if moment is None:
+        return format_html("{}", "—")
+    now = now or timezone.now()
+    utc = moment.astimezone(UTC)
+    relative = f"{human_short(now - moment)} ago" if moment <= now else "in the future"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time><br><small class="ob-abs">{}</small>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        relative,
+        utc.strftime("%m-%d %H:%M UTC"),
+    )
+
+
 ACTIVE = frozenset({"STARTING", "STARTED", "STOPPING"})
 
 
@@ -116,11 +133,17 @@ def latest(*moments: datetime | None) -> datetime | None:
 
 
 def inactivity(
-    status: str, last: datetime | None, *, threshold: timedelta, now: datetime | None = None
+    status: str,
+    last: datetime | None,
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    compact: bool = False,
 ) -> SafeString:
     """How long an active execution has been silent, against the recovery
     threshold: over it the row is eligible for recovery (SPEC §9). UNKNOWN is
-    always eligible; a finished row is not inactive, it is done."""
+    always eligible; a finished row is not inactive, it is done. ``compact``
+    (a list cell): "stale 5 h 09 min" with the threshold in the tooltip."""
     if status == "UNKNOWN":
         return format_html('<span class="ob-badge ob-bad">{}</span>', "outcome unknown")
     if status not in ACTIVE:
@@ -128,6 +151,14 @@ def inactivity(
     if last is None:
         return format_html("{}", "no activity recorded")
     idle = max((now or timezone.now()) - last, timedelta(0))
+    if compact and idle > threshold:
+        return format_html(
+            '<span class="ob-badge ob-warn" title="inactive {}, over the {} threshold: '
+            'eligible for recovery">stale {}</span>',
+            human_short(idle),
+            human_short(threshold),
+            human_short(idle),
+        )
     if idle > threshold:
         return format_html(
             '<span class="ob-badge ob-warn">inactive {}</span> over the {} threshold',

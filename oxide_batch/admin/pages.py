@@ -48,6 +48,7 @@ from oxide_batch.admin.display import (
     latest,
     parameters,
     when,
+    when_short,
     yes_no,
 )
 from oxide_batch.admin.display import failure as render_failure
@@ -287,7 +288,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         "took",
         "owner",
         "stop",
-        "created",
+        "created_short",
     )
     list_filter = (TriageFilter, "status", JobNameFilter, "created_at", InstanceFilter)
     search_fields = ("job_name",)
@@ -383,6 +384,10 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     def created(self, obj: Any) -> SafeString:
         return when(obj.created_at)
 
+    @admin.display(description="created", ordering="created_at")
+    def created_short(self, obj: Any) -> SafeString:
+        return when_short(obj.created_at)
+
     @admin.display(description="started")
     def started(self, obj: Any) -> SafeString:
         return when(obj.started_at)
@@ -397,7 +402,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="last activity")
     def activity(self, obj: Any) -> SafeString:
-        return when(latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)))
+        return when_short(latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)))
 
     @admin.display(description="inactivity")
     def inactivity(self, obj: Any) -> SafeString:
@@ -405,6 +410,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
             obj.status,
             latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
             threshold=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER,
+            compact=True,
         )
 
     @admin.display(description="instance")

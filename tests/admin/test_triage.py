@@ -40,7 +40,11 @@ def test_the_list_has_last_activity_and_inactivity_columns(admin_client, demo):
     assert 'column-activity"' in html
     assert 'column-inactivity"' in html
     # The stale STARTED execution of the demo (customer_sync, silent for hours).
-    assert re.search(r"inactive \d+ h( \d\d min)?</span> over the 15 min threshold", html)
+    assert re.search(
+        r'title="inactive \d+ h( \d\d min)?, over the 15 min threshold: eligible for '
+        r'recovery">stale \d+ h( \d\d min)?</span>',
+        html,
+    )
     assert "outcome unknown" in html  # the UNKNOWN one
     # The job-level counters (only a terminal rollback moves them) are not a column.
     assert 'column-counts"' not in html
