@@ -343,8 +343,13 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                 has_owner=ExpressionWrapper(
                     Q(owner_token__isnull=False), output_field=BooleanField()
                 ),
-                # The instance's parameters by the join, in the page's one query.
-                instance_parameters=F("job_instance__identifying_parameters"),
+                # The instance's parameters in the page's one query (a scalar
+                # subquery, not a join: the paginator's count then skips it).
+                instance_parameters=Subquery(
+                    models.JobInstance.objects.filter(pk=OuterRef("job_instance_id")).values(
+                        "identifying_parameters"
+                    )[:1]
+                ),
                 # The newest step write (chunk, checkpoint, transition) also counts
                 # as activity (SPEC §9); evaluated for the page's rows only.
                 newest_step_write=Subquery(

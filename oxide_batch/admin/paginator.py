@@ -5,6 +5,10 @@ sequential or full index scan on every page view. This paginator counts at most
 ``CAP`` rows (``SELECT COUNT(*) FROM (SELECT … LIMIT CAP)``), so a page costs
 an index range of bounded length; beyond the cap the changelist says "more
 than CAP" and the operator narrows with filters or search.
+
+The count reads only the primary key, unordered: the page's annotations (a
+correlated subquery per row, a joined column) would otherwise be computed for
+each of the ``CAP`` rows counted — 10,000 step lookups to count a page of 50.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class BoundedCountPaginator(Paginator[Any]):
     def count(self) -> int:
         object_list: Any = self.object_list
         if hasattr(object_list, "query"):
-            return int(object_list[: self.cap].count())
+            return int(object_list.values("pk").order_by()[: self.cap].count())
         return min(len(object_list), self.cap)
 
     @property
