@@ -1,6 +1,7 @@
-"""The dashboard page (issue 14 point 7): an absolute "as of" time, a refresh
-the operator controls, no link inside an image, charts that scale, and a
-bounded query count whatever is asked for."""
+"""The dashboard page (issue 14 points 7 and 10): an absolute "as of" time, a
+refresh the operator controls, no link inside an image, charts that scale,
+tables that scroll in their own box, the Recover button in the first column,
+and a bounded query count whatever is asked for."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
-from oxide_batch import models
+from oxide_batch import models, selectors
 
 pytestmark = pytest.mark.django_db
 
@@ -109,6 +112,32 @@ def test_charts_scale_to_the_width_they_get(admin_client, demo):
             assert "ob-chart" in attrs["class"].split()  # width:100%; height:auto
             assert re.fullmatch(r"0 0 \d+(\.\d+)? \d+(\.\d+)?", attrs["viewbox"])
             assert re.fullmatch(r"max-width:\d+px", attrs["style"])
+
+
+def test_every_table_scrolls_inside_its_own_box(admin_client, demo):
+    execution = models.JobExecution.objects.get(job_name="warehouse_load", attempt=1)
+    tables = [
+        ancestors
+        for tag, _, ancestors in tree(page(admin_client, f"?execution={execution.pk}")).elements
+        if tag == "table" and ("div", {"id": "content", "class": "colM"}) in ancestors
+    ]
+    assert len(tables) == 4  # unresolved, per day, failures, steps
+    for ancestors in tables:
+        assert any(t == "div" and "ob-scroll" in a.get("class", "").split() for t, a in ancestors)
+
+
+def test_the_recover_button_is_the_first_cell_of_its_row(admin_client, demo):
+    html = page(admin_client)
+    table = html[html.index('id="ob-unresolved"') :].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.DOTALL)
+    unresolved = selectors.unresolved_executions(
+        now=timezone.now(), inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+    )
+    assert unresolved
+    assert len(rows) == len(unresolved)
+    for cell, view in zip(rows, unresolved, strict=True):
+        assert 'class="button ob-recover"' in cell
+        assert f">Recover #{view.id}…</a>" in cell
 
 
 @pytest.mark.parametrize("query", ["", "?refresh=60", "?execution={warehouse}", "?step={step}"])
