@@ -29,7 +29,8 @@ def status_bars(
     rows: Sequence[dict[str, Any]], *, days: Sequence[date], prefix: str = "ob-day"
 ) -> SafeString:
     """Executions created per UTC day (``rows`` of ``{day, status, n}``), stacked by
-    status on a count axis; above each bar its total, below it the date; a legend
+    status on a count axis; above each bar its total, below it the day of the
+    month (and the month under the first day of each); a legend
     of the statuses present; the counts as a table."""
     per_day: dict[date, dict[str, int]] = {day: {} for day in days}
     for row in rows:
@@ -39,7 +40,7 @@ def status_bars(
     statuses = present(s for counts in per_day.values() for s in counts)
     totals = {day: sum(counts.values()) for day, counts in per_day.items()}
     ticks = count_ticks(max(totals.values(), default=0))
-    left, top, plot_h, slot = 64, 24, 170, 40
+    left, top, plot_h, slot, bar = 64, 24, 170, 32, 22
     base, width = top + plot_h, left + slot * len(days) + 8
 
     def y_of(count: int) -> float:
@@ -58,19 +59,25 @@ def status_bars(
         )
         for tick in ticks
     )
+    # The month under the first day shown and under each 1st, unless the first
+    # would run into the next one; near the right edge it ends at its day.
+    months = {i for i, day in enumerate(days) if day.day == 1}
+    if not months & {1, 2}:
+        months.add(0)
     bars: list[SafeString] = []
     for index, day in enumerate(days):
-        x, below = left + index * slot + 7, 0
+        x, below = left + index * slot + (slot - bar) // 2, 0
         for status in statuses:
             n = per_day[day].get(status, 0)
             if n:
                 bars.append(
                     format_html(
-                        '<rect class="ob-mark" data-status="{}" x="{}" y="{}" width="26" '
+                        '<rect class="ob-mark" data-status="{}" x="{}" y="{}" width="{}" '
                         'height="{}" fill="{}"><title>{} {}: {}</title></rect>',
                         status,
                         x,
                         _n(y_of(below + n)),
+                        bar,
                         _n(y_of(below) - y_of(below + n)),
                         fill(prefix, status),
                         day.isoformat(),
@@ -83,7 +90,7 @@ def status_bars(
             bars.append(
                 format_html(
                     '<text class="ob-total" x="{}" y="{}" text-anchor="middle">{}</text>',
-                    x + 13,
+                    x + bar // 2,
                     _n(y_of(totals[day]) - 4),
                     _count(totals[day]),
                 )
@@ -91,11 +98,23 @@ def status_bars(
         bars.append(
             format_html(
                 '<text class="ob-x-tick" x="{}" y="{}" text-anchor="middle">{}</text>',
-                x + 13,
+                x + bar // 2,
                 base + 16,
-                day.strftime("%m-%d"),
+                day.day,
             )
         )
+        if index in months:
+            bars.append(
+                format_html(
+                    '<text class="ob-x-month" x="{}" y="{}" text-anchor="{}">{}</text>',
+                    *(
+                        (x + bar, base + 30, "end")
+                        if index >= len(days) - 2
+                        else (x, base + 30, "start")
+                    ),
+                    day.strftime("%b %Y"),
+                )
+            )
     busiest = max(days, key=lambda d: totals[d]) if days else None
     summary = (
         f"Executions created per day by status, last {len(days)} days"
@@ -114,16 +133,16 @@ def status_bars(
         '<text class="ob-axis-unit" x="{}" y="{}" text-anchor="middle">day (UTC)</text></svg>',
         summary,
         width,
-        base + 44,
+        base + 56,
         width,
-        base + 44,
+        base + 56,
         width,
         patterns(prefix, statuses),
         axis,
         joined(bars),
         _n(-(top + plot_h / 2)),
         _n(left + slot * len(days) / 2),
-        base + 38,
+        base + 50,
     )
     return format_html(
         '<figure class="ob-figure">{}{}<figcaption>{}.</figcaption>{}</figure>',
@@ -158,11 +177,14 @@ def _day_table(
 
 
 def _count(n: int) -> str:
-    """A tick or total label short enough to fit its slot (the table has exact values)."""
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.3g}M"
+    """A tick or total label of at most four characters, to fit its slot: 9999,
+    17k, 230k, 1.5M, 12M (the table has the exact counts)."""
+    if n >= 10_000_000:
+        return f"{round(n / 1_000_000)}M"
+    if n >= 999_500:
+        return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"
     if n >= 10_000:
-        return f"{n / 1000:.3g}k"
+        return f"{round(n / 1000)}k"
     return str(n)
 
 

@@ -90,7 +90,8 @@ def test_the_per_day_chart_has_a_count_axis_with_its_unit_and_a_date_axis():
     units = [text_of(u) for u in classed(root, "ob-axis-unit")]
     assert "executions" in units
     assert "day (UTC)" in units
-    assert [text_of(t) for t in classed(root, "ob-x-tick")] == [d.strftime("%m-%d") for d in DAYS]
+    assert [text_of(t) for t in classed(root, "ob-x-tick")] == [str(d.day) for d in DAYS]
+    assert [text_of(t) for t in classed(root, "ob-x-month")] == ["Nov 2026", "Dec 2026"]
 
 
 def test_the_per_day_chart_shows_each_days_total_as_text():
@@ -287,7 +288,7 @@ def test_an_empty_window_draws_an_axis_and_no_legend():
 
 # -- text never sits on a mark -----------------------------------------------------------
 
-FONT = {"ob-x-tick": 11, "ob-y-tick": 11, "ob-axis-unit": 11}
+FONT = {"ob-x-tick": 11, "ob-y-tick": 11, "ob-axis-unit": 11, "ob-x-month": 11, "ob-total": 11}
 Box = tuple[float, float, float, float]  # left, top, right, bottom
 
 
@@ -313,23 +314,25 @@ def _overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def assert_no_text_on_a_mark(fragment: str) -> None:
+def assert_text_is_clear(fragment: str) -> None:
     root = parse(fragment)
     for picture in root.iter("svg"):
         if picture.get("role") != "img":
             continue
         _, _, width, height = (float(v) for v in (picture.get("viewBox") or "").split())
         marks = [_rect_box(r) for r in classed(picture, "ob-mark")]
-        for text in picture.iter("text"):
-            box = _text_box(text)
+        texts = [(text_of(t), _text_box(t)) for t in picture.iter("text")]
+        for index, (text, box) in enumerate(texts):
             inside = box[0] >= 0 and box[1] >= 0 and box[2] <= width and box[3] <= height
-            assert inside, (text_of(text), box)
-            assert not [m for m in marks if _overlaps(box, m)], (text_of(text), box)
+            assert inside, (text, box)
+            assert not [m for m in marks if _overlaps(box, m)], (text, box)
+            others = [other for other, b in texts[index + 1 :] if _overlaps(box, b)]
+            assert not others, (text, others)
 
 
 @pytest.mark.parametrize("name", ["bars", "timeline"])
-def test_no_text_is_drawn_on_a_mark(name):
-    assert_no_text_on_a_mark(PICTURES[name])
+def test_no_text_is_drawn_on_a_mark_or_on_other_text(name):
+    assert_text_is_clear(PICTURES[name])
 
 
 counts = st.dictionaries(
@@ -342,7 +345,7 @@ counts = st.dictionaries(
 @settings(max_examples=60, deadline=None)
 @given(counts)
 def test_no_count_label_lands_on_a_bar_whatever_the_counts(data):
-    assert_no_text_on_a_mark(svg.status_bars(bars_rows(data), days=DAYS))
+    assert_text_is_clear(svg.status_bars(bars_rows(data), days=DAYS))
 
 
 steps = st.lists(
@@ -364,4 +367,4 @@ def test_no_step_label_lands_on_a_bar_whatever_the_steps(rows):
         step(i + 1, name, status, start, None if end is None else min(end, start))
         for i, (name, status, start, end) in enumerate(rows)
     ]
-    assert_no_text_on_a_mark(svg.timeline(data, now=NOW, link=link))
+    assert_text_is_clear(svg.timeline(data, now=NOW, link=link))
