@@ -5,7 +5,7 @@ Every query is bounded and indexed (see :mod:`oxide_batch.selectors`)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +14,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from oxide_batch import selectors
 from oxide_batch.admin import svg
@@ -23,6 +25,9 @@ from oxide_batch.admin.display import badge, human, when
 from oxide_batch.domain.failures import failure_help
 
 UNRESOLVED_SHOWN = 20
+# An operator turns the periodic reload on (``?refresh=60``) and off: a page that
+# reloads by itself, with no way to stop it, fails WCAG 2.2.1 (axe: meta-refresh).
+REFRESH_SECONDS = 60
 
 
 def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
@@ -74,14 +79,17 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         grid = svg.partition_grid(
             selectors.partition_grid(step_id), link=lambda pk: change_url("steppartition", pk)
         )
+    auto_refresh = request.GET.get("refresh") == str(REFRESH_SECONDS)
     context = {
         **site.each_context(request),
         "title": "Batch dashboard",
-        "now": when(now, now),
+        "as_of": _as_of(now),
         "stale_after": human(stale_after),
-        "legend": svg.legend(),
+        "refresh_seconds": REFRESH_SECONDS if auto_refresh else None,
+        "refresh_url": _query(request, refresh=str(REFRESH_SECONDS) if auto_refresh else None),
+        "refresh_on_url": _query(request, refresh=str(REFRESH_SECONDS)),
+        "refresh_off_url": _query(request, refresh=None),
         "bars": svg.status_bars(by_day, days=days),
-        "by_day_total": sum(int(r["n"]) for r in by_day),
         "unresolved": unresolved_rows,
         "failures": failures,
         "execution_id": execution_id,
@@ -92,6 +100,28 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "grid": grid,
     }
     return TemplateResponse(request, "admin/oxide_batch/dashboard.html", context)
+
+
+def _as_of(now: datetime) -> SafeString:
+    """``17:39:35 UTC on 2026-12-01``: the moment the page was read, absolute."""
+    utc = now.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}">{}</time> on {}',
+        utc.isoformat(timespec="seconds"),
+        utc.strftime("%H:%M:%S UTC"),
+        utc.date().isoformat(),
+    )
+
+
+def _query(request: HttpRequest, **changes: str | None) -> str:
+    """This page's query string with ``changes`` applied (``None`` removes a key)."""
+    query = request.GET.copy()
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    return f"?{query.urlencode()}" if query else "?"
 
 
 def _int(text: str | None) -> int | None:

@@ -1,218 +1,375 @@
-"""Server-side SVG pictures for the dashboard: no JavaScript, text alternatives
-on every picture and every mark (``<title>``, ``aria-label``), links focusable."""
+"""Server-side pictures for the dashboard, without JavaScript.
+
+Each status has a colour and a fill pattern (:mod:`oxide_batch.admin.marks`),
+so a mark never depends on colour alone; legends list only the statuses drawn. A chart is an
+``<svg role="img">`` with a summary ``aria-label`` and nothing focusable in it;
+its data — and any links — are in the table that accompanies it. Text sits in
+its own band beside or above the marks, never on them. The partition grid is
+an HTML grid of links (each partition's key and status as text), so it
+reflows on a phone. Axes and ticks: :mod:`oxide_batch.admin.axes`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
 
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from oxide_batch.admin.display import human
-from oxide_batch.domain.status import BatchStatus
+from oxide_batch.admin.axes import count_ticks, time_axis
+from oxide_batch.admin.display import badge, human, when
+from oxide_batch.admin.marks import fill, legend, patterns, present
+from oxide_batch.admin.marks import joined as joined
 
-COLOURS = {
-    "COMPLETED": "#2e7d32",
-    "STARTING": "#1565c0",
-    "STARTED": "#1e88e5",
-    "STOPPING": "#f9a825",
-    "STOPPED": "#ef6c00",
-    "FAILED": "#c62828",
-    "ABANDONED": "#757575",
-    "UNKNOWN": "#6a1b9a",
-}
-STATUSES = [status.value for status in BatchStatus]
+NOTHING = SafeString("")
 
 
-def joined(parts: Sequence[SafeString]) -> SafeString:
-    """Concatenate fragments built with format_html (a plain str would be escaped)."""
-    return format_html_join("", "{}", ((part,) for part in parts))
-
-
-def legend() -> SafeString:
-    items = format_html_join(
-        "",
-        '<li><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" '
-        'fill="{}"/></svg> {}</li>',
-        ((COLOURS[s], s) for s in STATUSES),
-    )
-    return format_html('<ul class="ob-legend">{}</ul>', items)
-
-
-def status_bars(rows: Sequence[dict[str, Any]], *, days: Sequence[date]) -> SafeString:
-    """Stacked bars per day: executions created that day by status."""
+def status_bars(
+    rows: Sequence[dict[str, Any]], *, days: Sequence[date], prefix: str = "ob-day"
+) -> SafeString:
+    """Executions created per UTC day (``rows`` of ``{day, status, n}``), stacked by
+    status on a count axis; above each bar its total, below it the day of the
+    month (and the month under the first day of each); a legend
+    of the statuses present; the counts as a table."""
     per_day: dict[date, dict[str, int]] = {day: {} for day in days}
     for row in rows:
-        day = row["day"]
-        if isinstance(day, datetime):
-            day = day.date()
+        day = row["day"].date() if isinstance(row["day"], datetime) else row["day"]
         if day in per_day:
             per_day[day][row["status"]] = per_day[day].get(row["status"], 0) + int(row["n"])
-    top = max([sum(counts.values()) for counts in per_day.values()] + [1])
-    width, height, bar, gap, base = 40 * len(days) + 40, 220, 28, 12, 190
-    parts: list[SafeString] = []
+    statuses = present(s for counts in per_day.values() for s in counts)
+    totals = {day: sum(counts.values()) for day, counts in per_day.items()}
+    ticks = count_ticks(max(totals.values(), default=0))
+    left, top, plot_h, slot, bar = 64, 24, 170, 32, 22
+    base, width = top + plot_h, left + slot * len(days) + 8
+
+    def y_of(count: int) -> float:
+        return base - plot_h * count / ticks[-1]
+
+    axis = joined(
+        format_html(
+            '<line class="ob-grid-line" x1="{}" y1="{y}" x2="{}" y2="{y}"/>'
+            '<text class="ob-y-tick" x="{}" y="{}" text-anchor="end">{}</text>',
+            left,
+            width - 8,
+            left - 6,
+            _n(y_of(tick) + 4),
+            _count(tick),
+            y=_n(y_of(tick)),
+        )
+        for tick in ticks
+    )
+    # The month under the first day shown and under each 1st, unless the first
+    # would run into the next one; near the right edge it ends at its day.
+    months = {i for i, day in enumerate(days) if day.day == 1}
+    if not months & {1, 2}:
+        months.add(0)
+    bars: list[SafeString] = []
     for index, day in enumerate(days):
-        counts = per_day[day]
-        x = 30 + index * (bar + gap)
-        y = base
-        total = sum(counts.values())
-        summary = ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts.get(s)) or "none"
-        segments: list[SafeString] = []
-        for status in STATUSES:
-            n = counts.get(status, 0)
-            if not n:
-                continue
-            h = max(int(170 * n / top), 1)
-            y -= h
-            segments.append(
+        x, below = left + index * slot + (slot - bar) // 2, 0
+        for status in statuses:
+            n = per_day[day].get(status, 0)
+            if n:
+                bars.append(
+                    format_html(
+                        '<rect class="ob-mark" data-status="{}" x="{}" y="{}" width="{}" '
+                        'height="{}" fill="{}"><title>{} {}: {}</title></rect>',
+                        status,
+                        x,
+                        _n(y_of(below + n)),
+                        bar,
+                        _n(y_of(below) - y_of(below + n)),
+                        fill(prefix, status),
+                        day.isoformat(),
+                        status,
+                        n,
+                    )
+                )
+                below += n
+        if totals[day]:
+            bars.append(
                 format_html(
-                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{} {}: {}'
-                    "</title></rect>",
-                    x,
-                    y,
-                    bar,
-                    h,
-                    COLOURS[status],
-                    day.isoformat(),
-                    status,
-                    n,
+                    '<text class="ob-total" x="{}" y="{}" text-anchor="middle">{}</text>',
+                    x + bar // 2,
+                    _n(y_of(totals[day]) - 4),
+                    _count(totals[day]),
                 )
             )
-        parts.append(
+        bars.append(
             format_html(
-                '<g role="listitem" aria-label="{}: {} executions ({})"><title>{}: {} ({})'
-                '</title>{}<text x="{}" y="{}" font-size="9" text-anchor="middle">{}</text>'
-                '<text x="{}" y="{}" font-size="9" text-anchor="middle">{}</text></g>',
-                day.isoformat(),
-                total,
-                summary,
-                day.isoformat(),
-                total,
-                summary,
-                joined(segments),
+                '<text class="ob-x-tick" x="{}" y="{}" text-anchor="middle">{}</text>',
                 x + bar // 2,
-                base + 12,
-                day.strftime("%m-%d"),
-                x + bar // 2,
-                y - 3,
-                total or "",
+                base + 16,
+                day.day,
             )
         )
-    return format_html(
-        '<svg class="ob-chart" role="list" width="{}" height="{}" viewBox="0 0 {} {}" '
-        'aria-label="Executions created per day by status, last {} days">{}</svg>',
-        width,
-        height,
-        width,
-        height,
-        len(days),
-        joined(parts),
+        if index in months:
+            bars.append(
+                format_html(
+                    '<text class="ob-x-month" x="{}" y="{}" text-anchor="{}">{}</text>',
+                    *(
+                        (x + bar, base + 30, "end")
+                        if index >= len(days) - 2
+                        else (x, base + 30, "start")
+                    ),
+                    day.strftime("%b %Y"),
+                )
+            )
+    busiest = max(days, key=lambda d: totals[d]) if days else None
+    summary = (
+        f"Executions created per day by status, last {len(days)} days"
+        + (f" ({days[0].isoformat()} to {days[-1].isoformat()}, UTC)" if days else "")
+        + f": {sum(totals.values())} executions"
+        + (
+            f"; most on {busiest.isoformat()} ({totals[busiest]})"
+            if busiest and totals[busiest]
+            else ""
+        )
     )
+    picture = format_html(
+        '<svg class="ob-chart" role="img" aria-label="{}" viewBox="0 0 {} {}" width="{}" '
+        'height="{}" style="max-width:{}px">{}{}{}<text class="ob-axis-unit" '
+        'transform="rotate(-90)" x="{}" y="14" text-anchor="middle">executions</text>'
+        '<text class="ob-axis-unit" x="{}" y="{}" text-anchor="middle">day (UTC)</text></svg>',
+        summary,
+        width,
+        base + 56,
+        width,
+        base + 56,
+        width,
+        patterns(prefix, statuses),
+        axis,
+        joined(bars),
+        _n(-(top + plot_h / 2)),
+        _n(left + slot * len(days) / 2),
+        base + 50,
+    )
+    return format_html(
+        '<figure class="ob-figure">{}{}<figcaption>{}.</figcaption>{}</figure>',
+        legend(statuses, prefix=prefix) if statuses else NOTHING,
+        picture,
+        summary,
+        _day_table(days, per_day, statuses),
+    )
+
+
+def _day_table(
+    days: Sequence[date], per_day: dict[date, dict[str, int]], statuses: Sequence[str]
+) -> SafeString:
+    head = joined(format_html('<th scope="col">{}</th>', s) for s in statuses)
+    body = joined(
+        format_html(
+            '<tr><th scope="row">{}</th>{}<td>{}</td></tr>',
+            day.isoformat(),
+            joined(format_html("<td>{}</td>", per_day[day].get(s, 0)) for s in statuses),
+            sum(per_day[day].values()),
+        )
+        for day in days
+    )
+    return format_html(
+        '<details class="ob-data"><summary>The counts per day as a table</summary>'
+        '<div class="ob-scroll"><table class="ob-data-table"><thead><tr><th scope="col">day '
+        '(UTC)</th>{}<th scope="col">total</th></tr></thead><tbody>{}</tbody></table></div>'
+        "</details>",
+        head,
+        body,
+    )
+
+
+def _count(n: int) -> str:
+    """A tick or total label of at most four characters, to fit its slot: 9999,
+    17k, 230k, 1.5M, 12M (the table has the exact counts)."""
+    if n >= 10_000_000:
+        return f"{round(n / 1_000_000)}M"
+    if n >= 999_500:
+        return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"
+    if n >= 10_000:
+        return f"{round(n / 1000)}k"
+    return str(n)
 
 
 def timeline(
-    steps: Sequence[dict[str, Any]], *, now: datetime, link: Callable[[int], str]
+    steps: Sequence[dict[str, Any]],
+    *,
+    now: datetime,
+    link: Callable[[int], str],
+    table: bool = True,
+    prefix: str = "ob-tl",
 ) -> SafeString:
-    """A Gantt-like bar per step from its start (or creation) to its end (or now)."""
+    """A Gantt-like bar per step from its start (or creation) to its end (or
+    ``now``) on a UTC clock axis; each step's name, status and duration above its
+    bar; then (``table=True``) a table of the steps whose names link to ``link(id)``."""
     if not steps:
         return format_html("<p>{}</p>", "No steps recorded for this execution.")
     starts = [s["started_at"] or s["created_at"] for s in steps]
     ends = [s["ended_at"] or now for s in steps]
-    origin, finish = min(starts), max(ends)
-    span = max((finish - origin).total_seconds(), 1.0)
-    row, label, plot = 26, 180, 560
-    parts: list[SafeString] = []
+    axis = time_axis(min(starts), max(ends))
+    left, plot, row, top = 8, 584, 40, 8
+    height = top + row * len(steps) + 40
+
+    def x_of(moment: datetime) -> float:
+        return left + plot * axis.fraction(moment)
+
+    grid = joined(
+        format_html(
+            '<line class="ob-grid-line" x1="{x}" y1="{}" x2="{x}" y2="{}"/>'
+            '<text class="ob-x-tick" x="{x}" y="{}" text-anchor="{}">{}</text>',
+            top,
+            height - 34,
+            height - 20,
+            "start" if index == 0 else "end" if index == len(axis.ticks) - 1 else "middle",
+            axis.label(tick),
+            x=_n(x_of(tick)),
+        )
+        for index, tick in enumerate(axis.ticks)
+    )
+    bars: list[SafeString] = []
     for index, (step, start, end) in enumerate(zip(steps, starts, ends, strict=True)):
-        y = 10 + index * row
-        x = label + int(plot * (start - origin).total_seconds() / span)
-        w = max(int(plot * (end - start).total_seconds() / span), 3)
+        y = top + index * row
         took = human(end - start) + ("" if step["ended_at"] else " so far")
-        text = f"step {step['step_name']}: {step['status']}, {took}"
-        parts.append(
+        x0, x1 = x_of(start), x_of(end)
+        bars.append(
             format_html(
-                '<a href="{}" aria-label="{}"><title>{}</title>'
-                '<text x="4" y="{}" font-size="11">{}</text>'
-                '<rect x="{}" y="{}" width="{}" height="16" rx="3" fill="{}"/>'
-                '<text x="{}" y="{}" font-size="10">{} · {}</text></a>',
-                link(step["id"]),
-                text,
-                text,
-                y + 12,
-                step["step_name"][:28],
-                x,
-                y,
-                w,
-                COLOURS.get(step["status"], "#999"),
-                min(x + w + 4, label + plot - 60),
-                y + 12,
+                '<text class="ob-label" x="{}" y="{}"><tspan class="ob-name">{}</tspan> — {} · {}'
+                '</text><rect class="ob-mark" data-status="{}" x="{}" y="{}" width="{}" '
+                'height="16" rx="2" fill="{}"><title>step {}: {}, {}</title></rect>',
+                left,
+                y + 13,
+                _short(step["step_name"], 40),
+                step["status"],
+                took,
+                step["status"],
+                _n(x0),
+                y + 18,
+                _n(max(x1 - x0, 3.0)),
+                fill(prefix, step["status"]),
+                step["step_name"],
                 step["status"],
                 took,
             )
         )
-    height = 20 + row * len(steps)
+    running = any(s["ended_at"] is None for s in steps)
+    now_line = (
+        format_html(
+            '<line class="ob-now" x1="{x}" y1="{}" x2="{x}" y2="{}"/>',
+            top,
+            height - 34,
+            x=_n(x_of(now)),
+        )
+        if running
+        else NOTHING
+    )
+    statuses = present(s["status"] for s in steps)
+    summary = (
+        f"Step timeline: {len(steps)} step{'s' if len(steps) != 1 else ''} from {axis.dates()} "
+        f"{min(starts):%H:%M:%S} UTC over {human(max(ends) - min(starts))}"
+        f"{', still running at ' + f'{now:%H:%M:%S} UTC' if running else ''}"
+    )
+    picture = format_html(
+        '<svg class="ob-chart" role="img" aria-label="{}" viewBox="0 0 600 {}" width="600" '
+        'height="{}" style="max-width:600px">{}{}{}{}'
+        '<text class="ob-axis-unit" x="300" y="{}" text-anchor="middle">time (UTC, {})</text>'
+        "</svg>",
+        summary,
+        height,
+        height,
+        patterns(prefix, statuses),
+        grid,
+        joined(bars),
+        now_line,
+        height - 4,
+        axis.dates(),
+    )
+    caption = format_html(
+        "<figcaption>{}.{}</figcaption>",
+        summary,
+        " The dashed line is now." if running else "",
+    )
+    rows = _step_table(steps, now=now, link=link) if table else NOTHING
     return format_html(
-        '<svg class="ob-chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
-        'aria-label="Step timeline: {} steps from {} over {}">{}</svg>',
-        label + plot + 120,
-        height,
-        label + plot + 120,
-        height,
-        len(steps),
-        origin.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        human(timedelta(seconds=span)),
-        joined(parts),
+        '<figure class="ob-figure">{}{}{}{}</figure>',
+        legend(statuses, prefix=prefix),
+        picture,
+        caption,
+        rows,
+    )
+
+
+def _step_table(
+    steps: Sequence[dict[str, Any]], *, now: datetime, link: Callable[[int], str]
+) -> SafeString:
+    body = joined(
+        format_html(
+            '<tr><th scope="row"><a href="{}">{}</a></th><td>{}</td><td>{}</td><td>{}</td>'
+            "<td>{}</td></tr>",
+            link(step["id"]),
+            step["step_name"],
+            badge(step["status"]),
+            when(step["started_at"] or step["created_at"], now),
+            when(step["ended_at"], now),
+            human((step["ended_at"] or now) - (step["started_at"] or step["created_at"]))
+            + ("" if step["ended_at"] else " so far"),
+        )
+        for step in steps
+    )
+    return format_html(
+        '<div class="ob-scroll"><table class="ob-data-table"><caption>Steps (the timeline as a '
+        'table)</caption><thead><tr><th scope="col">step</th><th scope="col">status</th>'
+        '<th scope="col">started</th><th scope="col">ended</th><th scope="col">took</th>'
+        "</tr></thead><tbody>{}</tbody></table></div>",
+        body,
     )
 
 
 def partition_grid(
-    partitions: Sequence[dict[str, Any]], *, link: Callable[[int], str]
+    partitions: Sequence[dict[str, Any]], *, link: Callable[[int], str], prefix: str = "ob-grid"
 ) -> SafeString:
-    """One square per partition, coloured by status, with the status as a letter and title."""
+    """One cell per partition in ordinal order: its key and status as text beside a
+    strip of the status's pattern; each cell a link to ``link(id)`` whose name is
+    its visible text. A legend counts the statuses present."""
     if not partitions:
         return format_html("<p>{}</p>", "No partitions.")
-    size, per_row = 30, 20
-    parts: list[SafeString] = []
-    for index, partition in enumerate(partitions):
-        x = (index % per_row) * (size + 4)
-        y = (index // per_row) * (size + 4)
-        text = (
-            f"partition {partition['partition_key']} (#{partition['ordinal']}): "
-            f"{partition['status']}, {partition['written_count']} written"
-        )
-        parts.append(
-            format_html(
-                '<a href="{}" aria-label="{}"><title>{}</title><rect x="{}" y="{}" width="{}" '
-                'height="{}" fill="{}"/><text x="{}" y="{}" font-size="11" fill="#fff" '
-                'text-anchor="middle">{}</text></a>',
-                link(partition["id"]),
-                text,
-                text,
-                x,
-                y,
-                size,
-                size,
-                COLOURS.get(partition["status"], "#999"),
-                x + size // 2,
-                y + 19,
-                partition["status"][:2],
-            )
-        )
-    rows = (len(partitions) + per_row - 1) // per_row
-    width, height = per_row * (size + 4), rows * (size + 4)
-    summary: dict[str, int] = {}
+    counts: dict[str, int] = {}
     for partition in partitions:
-        summary[partition["status"]] = summary.get(partition["status"], 0) + 1
-    described = ", ".join(f"{n} {s}" for s, n in sorted(summary.items()))
+        counts[partition["status"]] = counts.get(partition["status"], 0) + 1
+    statuses = present(counts)
+    described = ", ".join(f"{counts[s]} {s}" for s in statuses)
+    cells = joined(
+        format_html(
+            '<li><a class="ob-cell" data-status="{}" href="{}" title="partition {} (#{}): {}, '
+            '{} written"><svg class="ob-cell-mark" aria-hidden="true" focusable="false" '
+            'width="10" height="100%"><rect width="100%" height="100%" fill="{}"/></svg>'
+            '<span class="ob-key">{}</span> <span class="ob-cell-status">{}</span> '
+            '<span class="ob-cell-count">{} written</span></a></li>',
+            partition["status"],
+            link(partition["id"]),
+            partition["partition_key"],
+            partition["ordinal"],
+            partition["status"],
+            partition["written_count"],
+            fill(prefix, partition["status"]),
+            partition["partition_key"],
+            partition["status"],
+            partition["written_count"],
+        )
+        for partition in partitions
+    )
     return format_html(
-        '<svg class="ob-chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
-        'aria-label="Partition grid: {} partitions ({})">{}</svg>',
-        width,
-        height,
-        width,
-        height,
+        '<div class="ob-figure"><svg class="ob-defs" width="0" height="0" aria-hidden="true" '
+        'focusable="false">{}</svg>{}<ol class="ob-grid" aria-label="Partition grid: {} '
+        'partitions ({})">{}</ol></div>',
+        patterns(prefix, statuses),
+        legend(statuses, prefix=prefix, counts=counts),
         len(partitions),
         described,
-        joined(parts),
+        cells,
     )
+
+
+def _n(value: float) -> str:
+    """A coordinate with one decimal (format_html escapes before it formats)."""
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def _short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
