@@ -41,6 +41,12 @@ class Walk:
         self.shots = shots
         self.seen: list[str] = []
 
+    def viewport(self, width: int, height: int) -> None:
+        self.driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+
     def look(self, name: str, *, reachable: tuple[str, ...] = ()) -> None:
         """Screenshot the current page at both widths; at phone width the page
         must not scroll sideways and each ``reachable`` element (CSS selector)
@@ -49,21 +55,27 @@ class Walk:
 
         driver = self.driver
         for width in (WIDE, PHONE):
-            driver.set_window_size(width, 900)
+            # Device metrics, not the window: a headless window is not always
+            # the viewport asked for (a 390 px window can lay out at 500).
+            self.viewport(width, 900)
+            assert driver.execute_script("return window.innerWidth") == width
             height = driver.execute_script("return document.documentElement.scrollHeight")
-            driver.set_window_size(width, min(int(height) + 140, 5000))
+            self.viewport(width, min(int(height), 5000))
             driver.save_screenshot(str(self.shots / f"{len(self.seen) + 1:02d}-{name}-{width}.png"))
             if width == PHONE:
+                self.viewport(width, 844)
                 inner = driver.execute_script("return window.innerWidth")
                 scroll = driver.execute_script("return document.documentElement.scrollWidth")
                 assert scroll <= inner + 1, f"{name}: the page is {scroll} px wide at {inner}"
                 for selector in reachable:
                     element = driver.find_element(By.CSS_SELECTOR, selector)
                     driver.execute_script("arguments[0].scrollIntoView({block:'center'})", element)
-                    box = element.rect
-                    assert box["x"] >= 0, (name, selector, box)
-                    assert box["x"] + box["width"] <= inner + 1, (name, selector, box)
-        driver.set_window_size(WIDE, 1000)
+                    box = driver.execute_script(
+                        "return arguments[0].getBoundingClientRect().toJSON()", element
+                    )
+                    assert box["left"] >= 0, (name, selector, box)
+                    assert box["right"] <= inner + 1, (name, selector, box)
+        self.viewport(WIDE, 1000)
         self.seen.append(name)
 
 
