@@ -105,7 +105,8 @@ SECURE_PROXY_SSL_HEADER = _proxy_ssl_header()
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin with the console's site (oxide_batch/admin_site.py).
+    "oxide_batch.admin_site.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
