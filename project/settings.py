@@ -267,10 +267,23 @@ SPECTACULAR_SETTINGS = {
         "batch_id": {"type": "integer", "format": "int64", "minimum": 1},
         "node_id": {"type": "string"},
     },
-    # Served offline from drf-spectacular-sidecar's static files, no CDN.
+    # Served offline from drf-spectacular-sidecar's static files, no CDN; the
+    # pages fetch nothing from elsewhere (oxide_batch/api/docs.py).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # drf-spectacular's default (deepLinking) plus: no badge from validator.swagger.io.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # The local sans-serif instead of Montserrat/Roboto, which only a web font
+    # from Google would provide.
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": "system-ui, sans-serif",
+                "headings": {"fontFamily": "system-ui, sans-serif"},
+            }
+        }
+    },
 }
 
 

@@ -101,7 +101,7 @@ def test_batch_metadata_comes_first_on_the_index(admin_client):
 
 @pytest.mark.parametrize(
     "path",
-    ["/admin/", "/admin/login/", "/admin/oxide_batch/jobexecution/"],
+    ["/admin/", "/admin/login/", "/admin/oxide_batch/jobexecution/", "/api/v1/redoc/"],
 )
 def test_favicon_is_linked_and_served(admin_client, path):
     client = Client() if path == "/admin/login/" else admin_client
