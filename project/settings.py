@@ -272,8 +272,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # drf-spectacular's default (deepLinking) plus: no badge from validator.swagger.io.
-    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # No badge from validator.swagger.io. No deep links: Swagger UI puts each
+    # operation's link inside the button that opens it (axe nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False, "validatorUrl": None},
     # The local sans-serif instead of Montserrat/Roboto, which only a web font
     # from Google would provide.
     "REDOC_UI_SETTINGS": {
