@@ -105,7 +105,8 @@ SECURE_PROXY_SSL_HEADER = _proxy_ssl_header()
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin with the console's site (oxide_batch/admin_site.py).
+    "oxide_batch.admin_site.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -266,10 +267,24 @@ SPECTACULAR_SETTINGS = {
         "batch_id": {"type": "integer", "format": "int64", "minimum": 1},
         "node_id": {"type": "string"},
     },
-    # Served offline from drf-spectacular-sidecar's static files, no CDN.
+    # Served offline from drf-spectacular-sidecar's static files, no CDN; the
+    # pages fetch nothing from elsewhere (oxide_batch/api/docs.py).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No badge from validator.swagger.io. No deep links: Swagger UI puts each
+    # operation's link inside the button that opens it (axe nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False, "validatorUrl": None},
+    # The local sans-serif instead of Montserrat/Roboto, which only a web font
+    # from Google would provide.
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": "system-ui, sans-serif",
+                "headings": {"fontFamily": "system-ui, sans-serif"},
+            }
+        }
+    },
 }
 
 

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from oxide_batch.observability import views as observability
 
@@ -11,6 +13,8 @@ urlpatterns = [
     path("healthz", observability.healthz, name="healthz"),
     path("readyz", observability.readyz, name="readyz"),
     path("metrics", observability.metrics_view, name="metrics"),
+    # Browsers ask for /favicon.ico where a page links no icon (the schema's JSON).
+    path("favicon.ico", RedirectView.as_view(url=static("oxide_batch/favicon.svg"))),
 ]
 
 # Under /api/ every error is application/problem+json; elsewhere Django's pages.

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from django.urls import path, register_converter
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
 from oxide_batch.api import views
 from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
+from oxide_batch.api.docs import RedocDocsView, SwaggerDocsView
 
 register_converter(IdentifierConverter, "batch_id")
 register_converter(NodeIdConverter, "node_id")
@@ -141,12 +142,12 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path(
         "docs/",
-        SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]),
+        SwaggerDocsView.as_view(url_name="api:schema", permission_classes=[]),
         name="docs",
     ),
     path(
         "redoc/",
-        SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]),
+        RedocDocsView.as_view(url_name="api:schema", permission_classes=[]),
         name="redoc",
     ),
 ]

@@ -3,17 +3,14 @@ log in, find a stuck execution on the dashboard, recover it through the
 confirmation page with the keyboard, and see the applied message and the badge.
 
 PostgreSQL pass only; skipped with a reason when chromium is not installed
-(``scripts/test`` installs it when running as root)."""
+(``scripts/test`` installs it when running as root; the browser is in conftest.py)."""
 
 from __future__ import annotations
 
 import io
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,43 +18,10 @@ from django.core.management import call_command
 
 from oxide_batch import models
 
+# Re-exported: other browser test modules import the fixture from here.
+from tests.browser.conftest import browser as browser
+
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = os.environ.get("OXIDE_BATCH_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("OXIDE_BATCH_CHROMEDRIVER", "/usr/bin/chromedriver")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1280,1000",
-)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"chromium/chromedriver not installed ({CHROMIUM}, {CHROMEDRIVER})")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="oxide-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(20)
-    driver.implicitly_wait(10)  # after a key press the next page may still be loading
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def test_recover_a_stuck_execution_from_the_dashboard(browser, live_server, tmp_path):
