@@ -18,9 +18,6 @@ from django.core.management import call_command
 
 from oxide_batch import models
 
-# Re-exported: other browser test modules import the fixture from here.
-from tests.browser.conftest import browser as browser
-
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 

@@ -18,7 +18,6 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from oxide_batch import selectors
-from tests.browser.test_console_browser import browser  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -38,7 +37,7 @@ def _log_in(driver, base: str) -> None:
     driver.find_element(By.ID, "site-name")
 
 
-def test_the_dashboard_fits_a_390_pixel_phone(browser, live_server, tmp_path):  # noqa: F811
+def test_the_dashboard_fits_a_390_pixel_phone(browser, live_server, tmp_path):
     from selenium.webdriver.common.by import By
 
     call_command("demo_workload", stdout=io.StringIO())

@@ -24,7 +24,6 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from oxide_batch import models
-from tests.browser.test_console_browser import browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -80,7 +79,7 @@ class Walk:
 
 
 @pytest.fixture
-def walk(browser, live_server, tmp_path, settings):  # noqa: F811
+def walk(browser, live_server, tmp_path, settings):
     settings.OXIDE_BATCH_VISIBLE_PARAMETERS = frozenset({"shard", "business_date"})
     settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE = LOGS
     call_command("demo_workload", stdout=io.StringIO())
