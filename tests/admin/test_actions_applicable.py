@@ -191,3 +191,22 @@ def test_choices_for_many_rows_read_their_proposals_together(demo):
     assert len(statements) == 1
     for row in rows:
         assert [c.why_not for c in many[row["id"]]] == [c.why_not for c in action_choices(row)]
+
+
+@pytest.mark.django_db
+def test_the_dashboards_unresolved_views_are_rows_too(demo):
+    """The dashboard lists ``ExecutionView`` values (selectors): the same
+    helper tells which action each offers, in one read for all of them."""
+    from django.utils import timezone
+
+    from oxide_batch.selectors import unresolved_executions
+
+    views = unresolved_executions(now=timezone.now(), inactive_for=STALE_AFTER, limit=20)
+    assert views
+    many = action_choices_many(views)
+    for view in views:
+        offered = [c.spec.name for c in many[view.id] if c.applies]
+        assert offered[0] == "recover"  # the dashboard's path to recovery applies
+        assert ("stop" in offered) == (
+            view.status in (S.STARTING, S.STARTED) and not view.stop_requested
+        )
