@@ -64,6 +64,7 @@ from oxide_batch.api.roles import (
     STOP_EXECUTION,
 )
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
@@ -93,7 +94,13 @@ def action_url(spec: ActionSpec, ids: list[int]) -> str:
 
 
 def _ids(text: str) -> list[int]:
-    ids = [int(part) for part in text.split(",") if part.strip().isdigit() and int(part) > 0]
+    """The ids of a query string or form field; anything that cannot be an id is
+    dropped (an id the database never holds would only be a 500 further on)."""
+    ids = [
+        int(part)
+        for part in text.split(",")
+        if part.strip().isdigit() and 0 < int(part) <= MAX_IDENTIFIER
+    ]
     return list(dict.fromkeys(ids))[:MAX_ROWS]
 
 

@@ -312,3 +312,13 @@ def test_the_changelist_hands_every_selected_row_to_the_page(operator_client, de
         status__in=["STARTING", "STARTED"], stop_requested_at=None
     )
     assert f"{running.count()} to stop" in text
+
+
+@pytest.mark.parametrize("ids", ["", "0", "abc", str(2**63), "-4", "1,,x"])
+def test_ids_that_cannot_be_rows_are_dropped_not_a_500(operator_client, demo, ids):
+    url = reverse("admin:oxide_batch_jobexecution_act", args=["recover"]) + f"?ids={ids}"
+    page = operator_client.get(url)
+    assert page.status_code == 200
+    before = _state()
+    assert operator_client.post(url, {"ids": ids, "reason_code": "X"}).status_code == 200
+    assert _state() == before
