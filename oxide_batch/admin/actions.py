@@ -1,80 +1,88 @@
 """Audited operator actions behind an intermediate confirmation page.
 
 A changelist action (or a link on a detail page or the dashboard) leads to
-``<model>/act/<action>/?ids=…``. GET renders the confirmation: per row the
-observed version (for recover the proposal: evidence, markers, eligibility, and
-the evidence digest in a hidden field) and an operation id generated for this
-page, so a double submit replays instead of acting twice. POST parses, calls
-one service per row with the logged-in user as actor, and reports per row what
-happened (applied / replayed / the error code). Each action needs its own
-permission (SPEC §10: ``recover_execution``, ``abandon_execution``,
-``stop_execution``, ``hold_instance`` — all granted to batch-operator); without
-it the action is not offered in the changelist and its view answers 403.
+``<model>/act/<action>/?ids=…``. GET renders the confirmation: every selected
+row, and for each either the form inputs (observed version, an operation id
+generated for this page, for recover the evidence digest) or why the action
+does not apply (:mod:`oxide_batch.admin.applicable`) — such a row is never
+submitted, and without any row to act on there is no confirm button. For
+recover each row shows its proposal; the proposals of all rows are read
+together (``OperatorService.propose_many``), so the page runs the same number
+of queries for 1 row as for 100.
+
+POST validates one :class:`~oxide_batch.admin.forms.ActionForm` for all rows
+first: invalid input re-renders the page with the errors beside their fields
+(200, nothing applied). A valid form calls one service per row with the
+logged-in user as actor and reports per row what happened — applied / replayed
+/ nothing to change with what the row is now, or refused with the error code
+and what it means; a double submit replays instead of acting twice.
+
+Each action needs its own permission (SPEC §10: ``recover_execution``,
+``abandon_execution``, ``stop_execution``, ``hold_instance`` — all granted to
+batch-operator); without it the action is not offered in the changelist and its
+view answers 403.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models
+from oxide_batch.admin.applicable import (
+    EXECUTION_ACTIONS,
+    INSTANCE_ACTIONS,
+    ActionChoice,
+    ActionSpec,
+    action_choices,
+    action_choices_many,
+    applicable_actions,
+    execution_choices,
+)
 from oxide_batch.admin.base import can, change_url
-from oxide_batch.admin.display import human
+from oxide_batch.admin.display import badge, when
+from oxide_batch.admin.forms import ActionForm
+from oxide_batch.admin.proposals import proposal_display
+from oxide_batch.admin.results import execution_now, report_row
 from oxide_batch.api.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
     RECOVER_EXECUTION,
     STOP_EXECUTION,
 )
-from oxide_batch.domain.errors import OxideBatchError, RecoveryEvidenceStale, StaleVersion
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
-from oxide_batch.domain.operator import OperatorAction
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.recovery import RecoveryDisposition
-from oxide_batch.domain.status import FailureCategory
 from oxide_batch.repository import DjangoJobRepository
-from oxide_batch.services.audit import Actor, Outcome
+from oxide_batch.services.audit import Actor
 from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionResult, RetentionService
+from oxide_batch.services.retention import RetentionService
+
+__all__ = [
+    "EXECUTION_ACTIONS",
+    "INSTANCE_ACTIONS",
+    "ActionSpec",
+    "ExecutionActions",
+    "InstanceActions",
+    "action_choices",
+    "action_url",
+    "applicable_actions",
+]
 
 MAX_ROWS = 100
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    name: str
-    label: str
-    model: str
-    permission: str
-    reason: bool = False
-    versioned: bool = True
-
-
-EXECUTION_ACTIONS = {
-    "recover": ActionSpec(
-        "recover", "Recover (mark failed or abandon)", "jobexecution", RECOVER_EXECUTION, True
-    ),
-    "abandon": ActionSpec("abandon", "Abandon", "jobexecution", ABANDON_EXECUTION, True),
-    "stop": ActionSpec("stop", "Request stop", "jobexecution", STOP_EXECUTION),
-}
-INSTANCE_ACTIONS = {
-    "hold": ActionSpec("hold", "Place a retention hold", "jobinstance", HOLD_INSTANCE, True, False),
-    "release": ActionSpec(
-        "release", "Release the retention hold", "jobinstance", HOLD_INSTANCE, True, False
-    ),
-}
 
 
 def action_url(spec: ActionSpec, ids: list[int]) -> str:
@@ -86,81 +94,39 @@ def action_url(spec: ActionSpec, ids: list[int]) -> str:
 
 
 def _ids(text: str) -> list[int]:
-    ids = [int(part) for part in text.split(",") if part.strip().isdigit()]
+    """The ids of a query string or form field; anything that cannot be an id is
+    dropped (an id the database never holds would only be a 500 further on)."""
+    ids = [
+        int(part)
+        for part in text.split(",")
+        if part.strip().isdigit() and 0 < int(part) <= MAX_IDENTIFIER
+    ]
     return list(dict.fromkeys(ids))[:MAX_ROWS]
 
 
-def _report(request: HttpRequest, label: str, run: Callable[[], Any]) -> None:
-    """Run one row's service call and say what happened to it — the new state,
-    what it was, the decision (with links) — or why not, in words."""
-    try:
-        result = run()
-    except OxideBatchError as error:
-        messages.error(request, f"{label}: {error.code} — {_refusal(error)}")
-        return
-    if result.outcome is Outcome.REPLAYED:
-        messages.info(request, format_html("{}: replayed — {}", label, _outcome(result)))
-    elif result.changed:
-        messages.success(request, format_html("{}: applied — {}", label, _outcome(result)))
-    else:
-        messages.info(request, format_html("{}: nothing to change — {}", label, _outcome(result)))
+# -- the confirmation page ----------------------------------------------------------
+
+INTRO = {
+    "recover": "if a row changes before you confirm, it is refused (stale_version, or "
+    "recovery_evidence_stale when its evidence moved) and nothing happens to it.",
+    "abandon": "if a row changes before you confirm, it is refused (stale_version) and "
+    "nothing happens to it. An abandoned execution's instance never runs again.",
+    "stop": "if a row changes before you confirm, it is refused (stale_version) and nothing "
+    "happens to it. A stop request changes neither status nor version: the runtime "
+    "stops at its next control observation.",
+    "hold": "Holds have no version: the hold is placed on each instance as it is when you "
+    "confirm. A held instance is never purged; its executions still run and recover.",
+    "release": "Holds have no version: the hold is released from each instance as it is "
+    "when you confirm; the instance can then be purged by the retention rules.",
+}
 
 
-def _outcome(result: Any) -> SafeString:
-    """What a row is now: ``FAILED (was STARTED) — decision #12, 2 steps resolved``
-    for an execution, the hold for an instance."""
-    if isinstance(result, RetentionResult):
-        hold = result.hold
-        if hold is not None:
-            return format_html("held ({}) by {}", hold.reason_code, hold.actor)
-        return format_html("{}", "no hold")
-    execution = result.execution
-    record = result.record
-    if execution is None:  # a replay after the purge
-        return format_html("{}", "the execution has since been purged")
-    now = format_html(
-        '<a href="{}">{}</a>', change_url("jobexecution", execution.id), execution.status.value
-    )
-    if record.prior_status is not None and record.prior_status != execution.status:
-        now = format_html("{} (was {})", now, record.prior_status.value)
-    if record.action is OperatorAction.STOP and execution.status.is_active:
-        now = format_html(
-            "{}, stop requested: the runtime stops at its next control observation", now
-        )
-    decision = result.decision
-    if decision is not None:
-        resolved = len(decision.resolved_step_ids)
-        now = format_html(
-            '{} — <a href="{}">decision #{}</a>, {} unfinished step{} resolved to FAILED',
-            now,
-            change_url("recoverydecision", decision.id),
-            decision.id,
-            resolved,
-            "" if resolved == 1 else "s",
-        )
-    return now
-
-
-def _refusal(error: OxideBatchError) -> str:
-    """A refusal in words for the operator (the code stays in front)."""
-    if isinstance(error, StaleVersion):
-        return (
-            f"the row changed since the page loaded (now version {error.actual}, "
-            f"the page showed {error.expected}); reload and decide again"
-        )
-    if isinstance(error, RecoveryEvidenceStale):
-        return "the evidence changed since the page loaded; reload to see the new proposal"
-    return error.message
-
-
-def _default_reason(spec: ActionSpec, rows: list[dict[str, Any]]) -> str:
-    """UNKNOWN_EFFECT when a recovered row carries the unknown-commit marker
+def _default_reason(spec: ActionSpec, unknown_commit: bool) -> str:
+    """UNKNOWN_EFFECT when a row to recover carries the unknown-commit marker
     (SPEC §9: MARK_FAILED of an unknown commit needs it), else a neutral code."""
     if spec.name != "recover":
         return "OPERATOR_CONSOLE"
-    if any(row["proposal"]["unknown_commit"] for row in rows):
-        return UNKNOWN_EFFECT
-    return "STALE_WORKER"
+    return UNKNOWN_EFFECT if unknown_commit else "STALE_WORKER"
 
 
 class _ActionsMixin:
@@ -195,42 +161,101 @@ class _ActionsMixin:
         ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:MAX_ROWS])
         return HttpResponseRedirect(action_url(spec, ids))
 
-    def action_links(self, obj: Any) -> SafeString:
-        return format_html(
-            '<span class="ob-actions">{}</span>',
-            format_html_join(
-                "",
-                '<a class="button" href="{}">{}</a>',
-                ((action_url(spec, [obj.pk]), spec.label) for spec in self.specs.values()),
-            ),
+    # -- which actions a row offers -------------------------------------------------
+
+    def applicable_actions(self, obj: Any) -> list[ActionSpec]:
+        """The actions that apply to ``obj`` now (see :mod:`.applicable`)."""
+        return applicable_actions(obj)
+
+    def action_links(self, obj: Any, request: HttpRequest | None = None) -> SafeString:
+        """A button per action that applies to ``obj``, and for each that does
+        not, a line saying why. With ``request``, actions the user may not take
+        are left out altogether."""
+        choices = [
+            choice
+            for choice in action_choices(obj)
+            if request is None or can(request, choice.spec.permission)
+        ]
+        offered = [(action_url(c.spec, [obj.pk]), c.spec.label) for c in choices if c.applies]
+        buttons = (
+            format_html_join("", '<a class="button" href="{}">{}</a>', offered)
+            if offered
+            else format_html("{}", "No action applies to this row now.")
         )
+        reasons = [(c.spec.label, c.why_not) for c in choices if not c.applies]
+        return format_html(
+            '<span class="ob-actions">{}</span>{}',
+            buttons,
+            format_html(
+                '<ul class="ob-not-offered">{}</ul>',
+                format_html_join("", "<li>{}: {}</li>", reasons),
+            )
+            if reasons
+            else "",
+        )
+
+    # -- the view -------------------------------------------------------------------
 
     def confirm_view(self, request: HttpRequest, action: str) -> HttpResponse:
         spec = self.specs.get(action)
-        if spec is None:
+        if spec is None or not can(request, spec.permission):
             raise PermissionDenied
-        if not can(request, spec.permission):
-            raise PermissionDenied
-        source = request.POST if request.method == "POST" else request.GET
-        ids = _ids(source.get("ids", ""))
         if request.method == "POST":
-            self.apply(request, spec, ids)
-            if len(ids) == 1:
-                return HttpResponseRedirect(
-                    reverse(f"admin:oxide_batch_{spec.model}_change", args=[ids[0]])
-                )
-            return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
-        rows = self.rows(spec, ids)
+            acting = _ids(request.POST.get("ids", ""))
+            rows = self.rows(spec, _ids(request.POST.get("selected", "")) or acting)
+            form = self._form(spec, acting, rows, data=request.POST)
+            if form.is_valid():
+                self.apply(request, spec, form)
+                if len(acting) == 1:
+                    return HttpResponseRedirect(change_url(spec.model, acting[0]))
+                return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
+            return self._render(request, spec, rows, form)
+        rows = self.rows(spec, _ids(request.GET.get("ids", "")))
+        acting = [row["id"] for row in rows if row["choice"].applies]
+        return self._render(request, spec, rows, self._form(spec, acting, rows))
+
+    def _form(
+        self, spec: ActionSpec, acting: list[int], rows: list[dict[str, Any]], data: Any = None
+    ) -> ActionForm:
+        marked = [row["id"] for row in rows if row.get("unknown_commit")]
+        initial: dict[str, Any] = {}
+        if data is None:
+            by_id = {row["id"]: row for row in rows}
+            initial["reason_code"] = _default_reason(spec, bool(set(marked) & set(acting)))
+            for pk in acting:
+                initial[f"operation_{pk}"] = f"console-{uuid.uuid4().hex}"
+                initial[f"version_{pk}"] = by_id[pk].get("version")
+                initial[f"digest_{pk}"] = by_id[pk].get("digest")
+        return ActionForm(
+            data,
+            row_ids=acting,
+            reason=spec.reason,
+            versioned=spec.versioned,
+            recover=spec.name == "recover",
+            unknown_commit=marked,
+            initial=initial,
+        )
+
+    def _render(
+        self, request: HttpRequest, spec: ActionSpec, rows: list[dict[str, Any]], form: ActionForm
+    ) -> HttpResponse:
+        acting = set(form.row_ids)
+        for row in rows:
+            row["fields"] = form.row_fields(row["id"]) if row["id"] in acting else None
+            row["errors"] = form.row_errors(row["id"]) if row["id"] in acting else []
         context = {
             **self.admin_site.each_context(request),
             "title": f"Confirm: {spec.label}",
             "opts": self.model._meta,
             "spec": spec,
             "rows": rows,
-            "ids": ",".join(str(r["id"]) for r in rows),
-            "categories": [c.value for c in FailureCategory],
-            "dispositions": [d.value for d in RecoveryDisposition],
-            "default_reason": _default_reason(spec, rows),
+            "form": form,
+            "intro": INTRO[spec.name],
+            "acting": len(acting),
+            "ids": ",".join(str(pk) for pk in form.row_ids),
+            "selected": ",".join(str(row["id"]) for row in rows),
+            "unknown_commit_hint": spec.name == "recover"
+            and any(row.get("unknown_commit") for row in rows if row["id"] in acting),
             "changelist": reverse(f"admin:oxide_batch_{spec.model}_changelist"),
         }
         return TemplateResponse(request, "admin/oxide_batch/confirm_action.html", context)
@@ -238,8 +263,12 @@ class _ActionsMixin:
     def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, ids: list[int]) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
         raise NotImplementedError
+
+
+def _choice(choices: list[ActionChoice], spec: ActionSpec) -> ActionChoice:
+    return next(choice for choice in choices if choice.spec == spec)
 
 
 class ExecutionActions(_ActionsMixin):
@@ -259,92 +288,92 @@ class ExecutionActions(_ActionsMixin):
         return self._redirect(request, EXECUTION_ACTIONS["stop"], queryset)
 
     def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
-        found = (
+        """The selected executions (one query) with the action's applicability;
+        for recover also the proposals, read together (one more unit of work)."""
+        found = list(
             models.JobExecution.objects.filter(pk__in=ids)
             .order_by("pk")
-            .values("id", "job_name", "attempt", "status", "version")
+            .values(
+                "id",
+                "job_name",
+                "attempt",
+                "status",
+                "version",
+                "stop_requested_at",
+                "stop_requested_by",
+            )
         )
-        rows: list[dict[str, Any]] = [
-            {**row, "operation_id": f"console-{uuid.uuid4().hex}"} for row in found
-        ]
-        if spec.name == "recover":
-            service = OperatorService(DjangoJobRepository())
-            for row in rows:
-                proposal = service.propose(int(row["id"]))
-                evidence = proposal.evidence
-                row["proposal"] = {
-                    "eligible": proposal.eligible,
-                    "reason_code": proposal.reason_code,
-                    "inactive_for": human(proposal.inactive_for),
-                    "threshold": human(proposal.threshold),
-                    "digest": proposal.evidence_digest,
-                    "version": proposal.version,
-                    "unknown_commit": proposal.unknown_commit,
-                    "owner_recorded": evidence.owner_recorded,
-                    "stop_requested": evidence.stop_requested_at is not None,
-                    "last_activity_at": evidence.last_activity_at,
-                    "newest_step_write_at": evidence.newest_step_write_at,
-                    "latest_step": evidence.latest_step,
-                    "completed_partition": evidence.completed_partition,
-                    "committed_flow_decision": evidence.committed_flow_decision,
-                }
-                row["version"] = proposal.version
+        now = timezone.now()
+        # Only recover's choice needs the proposals (read together); abandon's
+        # and stop's follow from the row itself.
+        choices = (
+            action_choices_many(found)
+            if spec.name == "recover"
+            else {row["id"]: execution_choices(row, read_proposal=False, now=now) for row in found}
+        )
+        rows: list[dict[str, Any]] = []
+        for row in found:
+            choice = _choice(choices[row["id"]], spec)
+            shown: dict[str, Any] = {
+                **row,
+                "choice": choice,
+                "badge": badge(row["status"]),
+                "stop": when(row["stop_requested_at"], now)
+                if row["stop_requested_at"] is not None
+                else None,
+            }
+            proposal = choice.proposal
+            if spec.name == "recover" and proposal is not None:
+                # The version the digest was computed at is the one posted back.
+                shown.update(
+                    version=proposal.version,
+                    digest=proposal.evidence_digest,
+                    unknown_commit=proposal.unknown_commit,
+                    proposal=proposal_display(proposal, now),
+                )
+            rows.append(shown)
         return rows
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, ids: list[int]) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
         service = OperatorService(
             DjangoJobRepository(), stale_after=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
         )
         actor = Actor.for_user(request.user)
-        post = request.POST
-        reason = post.get("reason_code", "").strip()
-        for pk in ids:
-            label = f"execution #{pk}"
-            version_text = post.get(f"version_{pk}", "")
-            operation_id = post.get(f"operation_{pk}", "")
-            if not version_text.isdigit() or not operation_id:
-                messages.error(request, f"{label}: invalid_request")
-                continue
-            version = int(version_text)
+        for row in form.row_inputs():
+            version = int(row.version or 0)
+            run: Callable[[], Any]
             if spec.name == "stop":
                 run = partial(
                     service.stop,
-                    pk,
+                    row.id,
                     expected_version=version,
                     actor=actor,
-                    operation_id=operation_id,
+                    operation_id=row.operation_id,
                 )
             elif spec.name == "abandon":
                 run = partial(
                     service.abandon,
-                    pk,
+                    row.id,
                     expected_version=version,
-                    reason_code=reason,
+                    reason_code=form.reason_code,
                     actor=actor,
-                    operation_id=operation_id,
+                    operation_id=row.operation_id,
                 )
             else:
-                try:
-                    disposition = RecoveryDisposition(
-                        post.get("disposition", RecoveryDisposition.MARK_FAILED.value)
-                    )
-                    category_text = post.get("failure_category", "")
-                    category = FailureCategory(category_text) if category_text else None
-                except ValueError:
-                    messages.error(request, f"{label}: invalid_request")
-                    continue
                 run = partial(
                     service.recover,
-                    pk,
+                    row.id,
                     expected_version=version,
-                    disposition=disposition,
-                    reason_code=reason,
-                    evidence_digest=post.get(f"digest_{pk}", ""),
+                    disposition=form.disposition,
+                    reason_code=form.reason_code,
+                    evidence_digest=row.evidence_digest or "",
                     actor=actor,
-                    operation_id=operation_id,
-                    failure_category=category,
+                    operation_id=row.operation_id,
+                    failure_category=form.failure_category
+                    if form.disposition is RecoveryDisposition.MARK_FAILED
+                    else None,
                 )
-            _report(request, label, run)
+            report_row(request, f"execution #{row.id}", run, partial(execution_now, row.id))
 
 
 class InstanceActions(_ActionsMixin):
@@ -365,14 +394,26 @@ class InstanceActions(_ActionsMixin):
             .order_by("pk")
             .values("id", "job_name", "hold_actor", "hold_reason_code", "hold_placed_at")
         )
-        return [{**row, "operation_id": f"console-{uuid.uuid4().hex}"} for row in found]
+        now = timezone.now()
+        return [
+            {
+                **row,
+                "choice": _choice(action_choices(row), spec),
+                "held_since": when(row["hold_placed_at"], now),
+            }
+            for row in found
+        ]
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, ids: list[int]) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
         service = RetentionService()
         actor = Actor.for_user(request.user)
-        reason = request.POST.get("reason_code", "").strip()
         act = service.place_hold if spec.name == "hold" else service.release_hold
-        for pk in ids:
-            operation_id = request.POST.get(f"operation_{pk}", "")
-            run = partial(act, pk, actor=actor, reason_code=reason, operation_id=operation_id)
-            _report(request, f"instance #{pk}", run)
+        for row in form.row_inputs():
+            run = partial(
+                act,
+                row.id,
+                actor=actor,
+                reason_code=form.reason_code,
+                operation_id=row.operation_id,
+            )
+            report_row(request, f"instance #{row.id}", run)

@@ -228,12 +228,17 @@ class CheckpointEvidence:
 
 @dataclass(frozen=True)
 class LatestStep:
-    """The execution's newest step (highest id)."""
+    """The execution's newest step (highest id).
+
+    ``step_name`` is for people reading the proposal; it is not digested (a
+    step's name never changes, and its id is digested already).
+    """
 
     id: int
     status: BatchStatus
     version: int
     checkpoint: CheckpointEvidence | None
+    step_name: str | None = None
 
     def encoded(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ disturbed. Only the owner's control observation counts as activity.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Subquery
@@ -94,6 +95,7 @@ def _evidence_query(using: str) -> Any:
         models.JobExecution.objects.using(using)
         .annotate(
             latest_step_id=latest_column("id"),
+            latest_step_name=latest_column("step_name"),
             latest_step_status=latest_column("status"),
             latest_step_version=latest_column("version"),
             latest_step_checkpoint=latest_column("checkpoint"),
@@ -112,6 +114,7 @@ def _evidence_query(using: str) -> Any:
         .values(
             *EVIDENCE_COLUMNS,
             "latest_step_id",
+            "latest_step_name",
             "latest_step_status",
             "latest_step_version",
             "latest_step_checkpoint",
@@ -136,6 +139,7 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
             status=BatchStatus(row["latest_step_status"]),
             version=row["latest_step_version"],
             checkpoint=checkpoint,
+            step_name=row["latest_step_name"],
         )
     category = row["failure_category"]
     return RecoveryEvidence(
@@ -279,3 +283,22 @@ class ControlOperations(UnitOfWorkBase):
         if row is None:
             raise JobExecutionNotFound(id=pk)
         return evidence_from_row(row)
+
+    @operation
+    def recovery_evidence_many(
+        self, job_execution_ids: Sequence[int]
+    ) -> dict[int, RecoveryEvidence]:
+        """The evidence of many executions in one statement (a read, no lock),
+        keyed by id in ascending id order; an id without a row is left out.
+
+        Each value equals ``recovery_evidence(id)`` read at the same moment — the
+        same query, filtered by ``id IN (…)`` instead of ``id = …`` — so a
+        proposal and its digest do not depend on how the evidence was read.
+        Raises ``ZeroIdentifier`` / ``IdentifierOutOfRange`` for a bad id
+        (before any query); no query at all for an empty list.
+        """
+        pks = sorted({self._id(JOB_EXECUTION, value) for value in job_execution_ids})
+        if not pks:
+            return {}
+        rows = _evidence_query(self._using).filter(pk__in=pks).order_by("pk")
+        return {row["id"]: evidence_from_row(row) for row in rows}

@@ -96,6 +96,9 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def recovery_evidence(
         self, job_execution_id: int, *, lock: bool = False
     ) -> RecoveryEvidence: ...
+    def recovery_evidence_many(
+        self, job_execution_ids: Sequence[int]
+    ) -> dict[int, RecoveryEvidence]: ...
 
     def find_operator_request(
         self, action: OperatorAction, operation_id: str

@@ -11,7 +11,7 @@ infrastructure failures are not audited.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -35,7 +35,7 @@ from oxide_batch.domain.evidence import (
 )
 from oxide_batch.domain.execution import FailureSummary, JobExecution
 from oxide_batch.domain.flow import DIGEST_HEX
-from oxide_batch.domain.lifecycle import LifecycleTransition
+from oxide_batch.domain.lifecycle import LEGAL_TRANSITIONS, LifecycleTransition
 from oxide_batch.domain.operator import (
     OperatorAction,
     OperatorRecord,
@@ -61,6 +61,14 @@ from oxide_batch.services.audit import (
 )
 
 S = BatchStatus
+# What an operator's abandon moves to ABANDONED: every status the lifecycle
+# table lets become ABANDONED, except UNKNOWN — its outcome is unknown, so it is
+# abandoned only by a recovery, which records the evidence it was decided on.
+ABANDONABLE = frozenset(
+    status
+    for status, targets in LEGAL_TRANSITIONS.items()
+    if S.ABANDONED in targets and status is not S.UNKNOWN
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,23 @@ class OperatorService:
         reporting.recovery_proposed(proposal)
         return proposal
 
+    def propose_many(self, execution_ids: Sequence[int]) -> dict[int, RecoveryProposal]:
+        """The proposals of many executions, keyed by id in ascending id order,
+        from one read of their evidence at one clock instant (a bounded number of
+        statements, whatever the count). Each equals ``propose(id)`` at that
+        instant; an id without an execution is left out (``propose`` raises
+        ``JobExecutionNotFound`` for it)."""
+        with self.repository.begin() as uow:
+            evidences = uow.recovery_evidence_many(execution_ids)
+            now = uow.now()
+        proposals = {
+            pk: propose_recovery(evidence, now=now, stale_after=self.stale_after)
+            for pk, evidence in evidences.items()
+        }
+        for proposal in proposals.values():
+            reporting.recovery_proposed(proposal)
+        return proposals
+
     # -- actions ----------------------------------------------------------------------
 
     def stop(
@@ -144,8 +169,9 @@ class OperatorService:
         actor: Actor,
         operation_id: str,
     ) -> OperatorResult:
-        """STOPPED or FAILED → ABANDONED (the instance never runs again); already
-        ABANDONED → no-op without a version check; anything else → ``invalid_state``."""
+        """STOPPED or FAILED (:data:`ABANDONABLE`) → ABANDONED (the instance never
+        runs again); already ABANDONED → no-op without a version check; anything
+        else → ``invalid_state``."""
         request = self._request(
             OperatorAction.ABANDON,
             execution_id,
@@ -159,7 +185,7 @@ class OperatorService:
             current = uow.get_job_execution(execution_id)
             if current.status is S.ABANDONED:
                 return _Effect(current, False, current.status)
-            if current.status not in (S.STOPPED, S.FAILED):
+            if current.status not in ABANDONABLE:
                 raise InvalidState(id=execution_id, status=current.status)
             abandoned = uow.transition_job_execution(
                 execution_id, expected_version, LifecycleTransition(S.ABANDONED)

@@ -80,13 +80,16 @@ def test_a_row_changed_since_the_page_loaded_is_stale(operator_client, demo):
     url = _url("jobexecution", "recover", unknown.pk)
     _, form = _confirm(operator_client, url)
     models.JobExecution.objects.filter(pk=unknown.pk).update(version=unknown.version + 1)
-    done = operator_client.post(url, {**form, "reason_code": "STALE_WORKER"}, follow=True)
-    said = _said(done)
-    assert said == [
-        f"execution #{unknown.pk}: stale_version — the row changed since the page loaded "
-        f"(now version {unknown.version + 1}, the page showed {unknown.version}); reload and "
-        "decide again"
-    ]
+    done = operator_client.post(
+        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
+    )
+    (said,) = _said(done)
+    # What changed: the version the row has now, its status, beside what the page showed.
+    assert said.startswith(
+        f"execution #{unknown.pk}: refused: stale_version — the row changed since the page "
+        f"loaded: it is now version {unknown.version + 1}, status UNKNOWN"
+    )
+    assert said.endswith(f"(the page showed version {unknown.version}); reload and decide again")
     unknown.refresh_from_db()
     assert unknown.status == "UNKNOWN"
 
@@ -113,12 +116,21 @@ def test_stop_and_abandon(operator_client, demo):
 
 
 def test_an_action_refused_by_a_rule_reports_its_code(operator_client, demo):
+    """The page does not offer abandon for a running execution; a post made up
+    for it anyway is refused by the service, which says so in words."""
     running = models.JobExecution.objects.get(job_name="customer_sync", status="STARTED")
     url = _url("jobexecution", "abandon", running.pk)
-    _, form = _confirm(operator_client, url, reason_code="NOT_NEEDED")
-    done = operator_client.post(url, form, follow=True)
+    page, _ = _confirm(operator_client, url)
+    assert f'name="version_{running.pk}"' not in page.content.decode()
+    forged = {
+        "ids": str(running.pk),
+        f"version_{running.pk}": str(running.version),
+        f"operation_{running.pk}": "forged-1",
+        "reason_code": "NOT_NEEDED",
+    }
+    done = operator_client.post(url, forged, follow=True)
     (said,) = _said(done)
-    assert said.startswith(f"execution #{running.pk}: invalid_state — ")
+    assert said.startswith(f"execution #{running.pk}: refused: invalid_state — ")
     assert "STARTED" in said
 
 
