@@ -63,7 +63,7 @@ from oxide_batch.api.roles import (
     RECOVER_EXECUTION,
     STOP_EXECUTION,
 )
-from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.evidence import UNKNOWN_EFFECT, RecoveryProposal
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
@@ -167,13 +167,20 @@ class _ActionsMixin:
         """The actions that apply to ``obj`` now (see :mod:`.applicable`)."""
         return applicable_actions(obj)
 
-    def action_links(self, obj: Any, request: HttpRequest | None = None) -> SafeString:
+    def action_links(
+        self,
+        obj: Any,
+        request: HttpRequest | None = None,
+        *,
+        proposal: RecoveryProposal | None = None,
+    ) -> SafeString:
         """A button per action that applies to ``obj``, and for each that does
         not, a line saying why. With ``request``, actions the user may not take
-        are left out altogether."""
+        are left out altogether; ``proposal``, when the page has read it, saves
+        reading it again."""
         choices = [
             choice
-            for choice in action_choices(obj)
+            for choice in action_choices(obj, proposal=proposal)
             if request is None or can(request, choice.spec.permission)
         ]
         offered = [(action_url(c.spec, [obj.pk]), c.spec.label) for c in choices if c.applies]

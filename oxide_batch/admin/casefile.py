@@ -26,7 +26,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models
-from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
+from oxide_batch.admin.actions import action_url
+from oxide_batch.admin.applicable import action_choices, recovery_why_not
 from oxide_batch.admin.base import can, link
 from oxide_batch.admin.display import (
     ACTIVE,
@@ -38,6 +39,7 @@ from oxide_batch.admin.display import (
     when,
 )
 from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.proposals import latest_step_display
 from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.repository import DjangoJobRepository
@@ -73,13 +75,6 @@ MARKERS = {
     ),
 }
 
-NOT_ELIGIBLE = {
-    "execution_not_stale": "not eligible yet: the execution was active {idle} ago, within the "
-    "{threshold} threshold — it may still be running. Wait, or request a stop.",
-    "recovery_not_allowed": "not eligible: a {status} execution has finished; recovery is only "
-    "for active or UNKNOWN executions.",
-}
-
 
 @dataclass(frozen=True)
 class Event:
@@ -87,8 +82,19 @@ class Event:
     text: SafeString
 
 
-def render(request: HttpRequest, obj: Any) -> SafeString:
-    """The case file of one execution (``obj``: the change view's object)."""
+def proposal_for(obj: Any) -> RecoveryProposal | None:
+    """The recovery proposal of an unresolved execution (one unit of work), or
+    ``None`` for a finished one — read once per page, shared with the actions."""
+    if obj.status not in UNRESOLVED:
+        return None
+    return OperatorService(
+        DjangoJobRepository(), stale_after=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+    ).propose(obj.pk)
+
+
+def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) -> SafeString:
+    """The case file of one execution (``obj``: the change view's object;
+    ``proposal``: :func:`proposal_for` it)."""
     now = timezone.now()
     threshold = settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
     steps = _steps(obj.pk)
@@ -98,11 +104,6 @@ def render(request: HttpRequest, obj: Any) -> SafeString:
         ]
     )
     last = latest(obj.last_activity_at, *(s.updated_at for s in steps))
-    proposal = (
-        OperatorService(DjangoJobRepository(), stale_after=threshold).propose(obj.pk)
-        if obj.status in UNRESOLVED
-        else None
-    )
     if proposal is not None:
         last = latest(last, proposal.evidence.last_active_at)
     facts: list[tuple[str, SafeString]] = [
@@ -136,7 +137,7 @@ def render(request: HttpRequest, obj: Any) -> SafeString:
     if decisions:
         facts.append(("Resolved by", _decisions(decisions)))
     if proposal is not None:
-        facts.append(("Recovery", _proposal(request, obj, proposal, steps, now)))
+        facts.append(("Recovery", _proposal(request, obj, proposal, now)))
     rows = format_html_join(
         "", '<div class="ob-fact"><dt>{}</dt><dd>{}</dd></div>', ((k, v) for k, v in facts)
     )
@@ -196,14 +197,11 @@ def _decisions(decisions: list[models.RecoveryDecision]) -> SafeString:
 
 
 def _proposal(
-    request: HttpRequest,
-    obj: Any,
-    proposal: RecoveryProposal,
-    steps: list[models.StepExecution],
-    now: datetime,
+    request: HttpRequest, obj: Any, proposal: RecoveryProposal, now: datetime
 ) -> SafeString:
     evidence = proposal.evidence
-    if proposal.eligible:
+    why_not = recovery_why_not(proposal)
+    if why_not is None:
         verdict = format_html(
             '<strong class="ob-eligible">eligible for recovery</strong> — {}',
             "its outcome is unknown"
@@ -212,16 +210,7 @@ def _proposal(
             f"{human_short(proposal.threshold)} threshold",
         )
     else:
-        template = NOT_ELIGIBLE.get(proposal.reason_code or "", "not eligible: {code}")
-        verdict = format_html(
-            "<strong>{}</strong>",
-            template.format(
-                idle=human_short(proposal.inactive_for),
-                threshold=human_short(proposal.threshold),
-                status=obj.status,
-                code=proposal.reason_code,
-            ),
-        )
+        verdict = format_html("<strong>{}</strong>", why_not)
     flags = {
         "unknown_commit": proposal.unknown_commit,
         "owner_recorded": evidence.owner_recorded,
@@ -235,40 +224,46 @@ def _proposal(
         if raised
         else format_html("<li>{}</li>", "no marker raised")
     )
-    names = {s.pk: s.step_name for s in steps}
-    step = evidence.latest_step
-    latest_step = (
-        format_html(
-            "{} {} (version {})",
-            link("stepexecution", step.id, names.get(step.id, f"step #{step.id}")),
-            badge(step.status.value),
-            step.version,
-        )
-        if step
-        else format_html("{}", "none")
-    )
-    action = format_html("{}", "")
-    spec = EXECUTION_ACTIONS["recover"]
-    if proposal.eligible and can(request, spec.permission):
-        action = format_html(
-            '<p><a class="button ob-primary" href="{}">Recover #{}…</a> '
-            "<small>(next page: choose mark FAILED or ABANDON, and confirm)</small></p>",
-            action_url(spec, [obj.pk]),
-            obj.pk,
-        )
-    elif proposal.eligible:
-        action = format_html(
-            "<p><small>{}</small></p>", "You may look but not recover (recover_execution)."
-        )
     return format_html(
         '<div class="ob-proposal">{}<ul class="ob-markers">{}</ul>'
         "<p>Evidence: latest step {}; newest step write {}; execution activity {}.</p>{}</div>",
         verdict,
         markers,
-        latest_step,
+        latest_step_display(evidence.latest_step),
         when(evidence.newest_step_write_at, now),
         when(evidence.last_activity_at, now),
-        action,
+        _the_action(request, obj, proposal),
+    )
+
+
+def _the_action(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> SafeString:
+    """The one action that applies to an unresolved execution: Recover once it
+    is eligible, else (still active) a stop request — the actions module's rule."""
+    applicable = [
+        choice.spec
+        for choice in action_choices(obj, proposal=proposal)
+        if choice.applies and choice.spec.name in ("recover", "stop")
+    ]
+    if not applicable:
+        return format_html("{}", "")
+    spec = applicable[0]
+    if not can(request, spec.permission):
+        return format_html(
+            "<p><small>You may look but not act ({} is needed to {}).</small></p>",
+            spec.permission.split(".")[-1],
+            spec.label.lower(),
+        )
+    hint = (
+        "next page: choose mark FAILED or ABANDON, and confirm"
+        if spec.name == "recover"
+        else "the runtime stops at its next check; nothing is marked"
+    )
+    return format_html(
+        '<p><a class="button ob-primary" href="{}">{} #{}…</a> <small>({})</small></p>',
+        action_url(spec, [obj.pk]),
+        "Recover" if spec.name == "recover" else spec.label,
+        obj.pk,
+        hint,
     )
 
 

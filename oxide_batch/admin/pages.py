@@ -327,7 +327,11 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         obj: Any = None,
     ) -> Any:
         if obj is not None:
-            context["case_file"] = casefile.render(request, obj)
+            # One proposal read per page, for the case file and the actions field
+            # (rendered later, from the object: readonly fields see no request).
+            obj.console_proposal = casefile.proposal_for(obj)
+            obj.console_request = request
+            context["case_file"] = casefile.render(request, obj, obj.console_proposal)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_urls(self) -> list[URLPattern]:
@@ -520,8 +524,12 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         )
 
     @admin.display(description="actions")
-    def operator_actions(self, obj: models.JobExecution) -> SafeString:
-        return self.action_links(obj)
+    def operator_actions(self, obj: Any) -> SafeString:
+        return self.action_links(
+            obj,
+            getattr(obj, "console_request", None),
+            proposal=getattr(obj, "console_proposal", None),
+        )
 
 
 class ExecutionFilter(admin.SimpleListFilter):
