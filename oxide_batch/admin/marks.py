@@ -13,43 +13,60 @@ from django.utils.safestring import SafeString
 from oxide_batch.domain.status import BatchStatus
 
 
+def _shape(tag: str, **attributes: object) -> SafeString:
+    """One SVG element of a texture (``stroke_width`` → ``stroke-width``)."""
+    return format_html(
+        "<{} {}/>",
+        tag,
+        format_html_join(
+            " ", '{}="{}"', ((name.replace("_", "-"), value) for name, value in attributes.items())
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class Mark:
     """How one status is drawn: a fill colour and a texture over it."""
 
     colour: str
     pattern: str  # the texture's name (also in the pattern's class)
-    texture: str  # SVG drawn on an 8×8 tile, over the colour
+    texture: SafeString | None = None  # drawn on an 8×8 tile, over the colour
 
 
 # The pairs a trial operator confused differ in lightness (light and dark blue,
 # yellow and brown) as well as in texture.
 MARKS = {
-    "STARTING": Mark("#8ec5ee", "dots", '<circle cx="4" cy="4" r="1.7" fill="#0b3a66"/>'),
+    "STARTING": Mark("#8ec5ee", "dots", _shape("circle", cx=4, cy=4, r=1.7, fill="#0b3a66")),
     "STARTED": Mark(
         "#1d5a9e",
         "diagonal",
-        '<path d="M-2 2l4-4M0 8l8-8M6 10l4-4" stroke="#fff" stroke-width="1.6"/>',
+        _shape("path", d="M-2 2l4-4M0 8l8-8M6 10l4-4", stroke="#fff", stroke_width=1.6),
     ),
     "STOPPING": Mark(
-        "#f3c94f", "horizontal", '<path d="M0 4h8" stroke="#5c4400" stroke-width="1.6"/>'
+        "#f3c94f", "horizontal", _shape("path", d="M0 4h8", stroke="#5c4400", stroke_width=1.6)
     ),
-    "STOPPED": Mark("#8d4300", "vertical", '<path d="M4 0v8" stroke="#fff" stroke-width="1.6"/>'),
-    "COMPLETED": Mark("#2e7d32", "solid", ""),
+    "STOPPED": Mark(
+        "#8d4300", "vertical", _shape("path", d="M4 0v8", stroke="#fff", stroke_width=1.6)
+    ),
+    "COMPLETED": Mark("#2e7d32", "solid"),
     "FAILED": Mark(
-        "#c62828", "crosshatch", '<path d="M0 0l8 8M8 0l-8 8" stroke="#fff" stroke-width="1.3"/>'
+        "#c62828",
+        "crosshatch",
+        _shape("path", d="M0 0l8 8M8 0l-8 8", stroke="#fff", stroke_width=1.3),
     ),
     "ABANDONED": Mark(
         "#7a7a7a",
         "backslash",
-        '<path d="M-2 6l4 4M0 0l8 8M6-2l4 4" stroke="#fff" stroke-width="1.6"/>',
+        _shape("path", d="M-2 6l4 4M0 0l8 8M6-2l4 4", stroke="#fff", stroke_width=1.6),
     ),
     "UNKNOWN": Mark(
-        "#6a1b9a", "checks", '<path d="M0 0h4v4H0zM4 4h4v4H4z" fill="#fff" fill-opacity=".55"/>'
+        "#6a1b9a",
+        "checks",
+        _shape("path", d="M0 0h4v4H0zM4 4h4v4H4z", fill="#fff", fill_opacity=".55"),
     ),
 }
 STATUSES = [status.value for status in BatchStatus]
-_OTHER = Mark("#999999", "none", "")
+_OTHER = Mark("#999999", "none")
 
 
 def joined(parts: Iterable[SafeString]) -> SafeString:
@@ -72,7 +89,7 @@ def patterns(prefix: str, statuses: Iterable[str]) -> SafeString:
                 pattern_id(prefix, status),
                 mark.pattern,
                 mark.colour,
-                SafeString(mark.texture),  # constants of this module, not data
+                mark.texture or "",
             )
             for status in statuses
             for mark in [MARKS.get(status, _OTHER)]
