@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models
@@ -107,7 +107,18 @@ def step_timeline(job_execution_id: int) -> list[dict[str, Any]]:
     rows = (
         models.StepExecution.objects.filter(job_execution_id=job_execution_id)
         .order_by("id")
-        .values("id", "step_name", "status", "created_at", "started_at", "ended_at")
+        # The execution's status by the join: a step under a finished or UNKNOWN
+        # execution is not "running" (one query still).
+        .annotate(execution_status=F("job_execution__status"))
+        .values(
+            "id",
+            "step_name",
+            "status",
+            "created_at",
+            "started_at",
+            "ended_at",
+            "execution_status",
+        )
     )
     return [dict(row) for row in rows[:STEP_TIMELINE_MAX]]
 

@@ -52,7 +52,7 @@ from oxide_batch.admin.applicable import (
     applicable_actions,
     execution_choices,
 )
-from oxide_batch.admin.base import can, change_url
+from oxide_batch.admin.base import can, change_url, parse_id
 from oxide_batch.admin.display import badge, when
 from oxide_batch.admin.forms import ActionForm
 from oxide_batch.admin.proposals import proposal_display
@@ -64,7 +64,6 @@ from oxide_batch.api.roles import (
     STOP_EXECUTION,
 )
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT, RecoveryProposal
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
@@ -96,11 +95,7 @@ def action_url(spec: ActionSpec, ids: list[int]) -> str:
 def _ids(text: str) -> list[int]:
     """The ids of a query string or form field; anything that cannot be an id is
     dropped (an id the database never holds would only be a 500 further on)."""
-    ids = [
-        int(part)
-        for part in text.split(",")
-        if part.strip().isdigit() and 0 < int(part) <= MAX_IDENTIFIER
-    ]
+    ids = [pk for pk in (parse_id(part) for part in text.split(",")) if pk is not None]
     return list(dict.fromkeys(ids))[:MAX_ROWS]
 
 
@@ -149,6 +144,21 @@ class _ActionsMixin:
     def has_hold_permission(self, request: HttpRequest) -> bool:
         return can(request, HOLD_INSTANCE)
 
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        if obj is not None:
+            obj.console_request = request  # for action_links, rendered from the object
+        return super().render_change_form(  # type: ignore[misc]
+            request, context, add, change, form_url, obj
+        )
+
     def get_urls(self) -> list[URLPattern]:
         urls: list[URLPattern] = super().get_urls()  # type: ignore[misc]
         name = f"oxide_batch_{self.model._meta.model_name}_act"
@@ -177,7 +187,9 @@ class _ActionsMixin:
         """A button per action that applies to ``obj``, and for each that does
         not, a line saying why. With ``request``, actions the user may not take
         are left out altogether; ``proposal``, when the page has read it, saves
-        reading it again."""
+        reading it again. Without ``request``, the one the change view attached
+        to the object is used (readonly fields are rendered from the object)."""
+        request = request or getattr(obj, "console_request", None)
         choices = [
             choice
             for choice in action_choices(obj, proposal=proposal)

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
 from oxide_batch.api.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 
 LINKED_ROWS = 50
 
@@ -26,6 +27,17 @@ def can_view(request: HttpRequest) -> bool:
 def can(request: HttpRequest, codename: str) -> bool:
     """Whether the user holds one batch permission (an operator action's own)."""
     return bool(request.user.is_active and request.user.has_perm(perm(codename)))
+
+
+def parse_id(text: str | None) -> int | None:
+    """A row id typed or passed in a URL: ASCII digits (``"²".isdigit()`` is
+    true, ``int("²")`` fails) within 1..2^63-1 (the bigint the database holds),
+    else ``None`` — never an exception that would be a 500 further on."""
+    text = (text or "").strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_IDENTIFIER else None
 
 
 def can_view_payload(request: HttpRequest) -> bool:

@@ -244,15 +244,18 @@ def _the_action(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> S
         for choice in action_choices(obj, proposal=proposal)
         if choice.applies and choice.spec.name in ("recover", "stop")
     ]
-    if not applicable:
-        return format_html("{}", "")
-    spec = applicable[0]
-    if not can(request, spec.permission):
-        return format_html(
-            "<p><small>You may look but not act ({} is needed to {}).</small></p>",
-            spec.permission.split(".")[-1],
-            spec.label.lower(),
+    allowed = [spec for spec in applicable if can(request, spec.permission)]
+    if not allowed:
+        return (
+            format_html(
+                "<p><small>You may look but not act ({} is needed to {}).</small></p>",
+                applicable[0].permission.split(".")[-1],
+                applicable[0].label.lower(),
+            )
+            if applicable
+            else format_html("{}", "")
         )
+    spec = allowed[0]
     hint = (
         "next page: choose mark FAILED or ABANDON, and confirm"
         if spec.name == "recover"

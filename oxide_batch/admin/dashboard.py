@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from oxide_batch import selectors
 from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
-from oxide_batch.admin.base import can, can_view, change_url
+from oxide_batch.admin.base import can, can_view, change_url, parse_id
 from oxide_batch.admin.display import badge, human, when
 from oxide_batch.domain.failures import failure_help
 
@@ -125,4 +125,4 @@ def _query(request: HttpRequest, **changes: str | None) -> str:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() and int(text) > 0 else None
+    return parse_id(text)

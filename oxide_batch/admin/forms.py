@@ -19,6 +19,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import FailureCategory
@@ -108,7 +109,7 @@ class ActionForm(forms.Form):
             )
             if versioned:
                 self.fields[f"version_{pk}"] = forms.IntegerField(
-                    min_value=0, widget=forms.HiddenInput
+                    min_value=0, max_value=MAX_IDENTIFIER, widget=forms.HiddenInput
                 )
             if recover:
                 self.fields[f"digest_{pk}"] = forms.RegexField(

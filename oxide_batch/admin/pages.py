@@ -15,7 +15,6 @@ from django.db.models import (
     BooleanField,
     Exists,
     ExpressionWrapper,
-    F,
     OuterRef,
     Q,
     QuerySet,
@@ -37,6 +36,7 @@ from oxide_batch.admin.base import (
     bounded,
     can_view_payload,
     link,
+    parse_id,
     table,
 )
 from oxide_batch.admin.dashboard import dashboard_view
@@ -103,18 +103,11 @@ class SearchByIdOrName:
         term = search_term.strip().lstrip("#")
         if not term:
             return queryset, False
-        if term.isdigit():
-            return queryset.filter(pk=int(term)), False
+        if term.isascii() and term.isdigit():
+            pk = parse_id(term)
+            return (queryset.filter(pk=pk) if pk else queryset.none()), False
         parameter = parse_term(term)
-        if parameter is not None:
-            if not is_searchable(parameter.name):
-                # Refused before any query: a search would reveal the value by trial.
-                messages.warning(
-                    request,
-                    f"Only the parameters listed in OXIDE_BATCH_VISIBLE_PARAMETERS can be "
-                    f"searched; {parameter.name!r} is not one of them.",
-                )
-                return queryset.none(), False
+        if parameter is not None and is_searchable(parameter.name):
             found = instances_with(models.JobInstance, parameter)
             if found.truncated:
                 messages.info(
@@ -124,6 +117,15 @@ class SearchByIdOrName:
                     f"{PARAMETER_MATCHES_MAX} are searched — add a job name filter.",
                 )
             return queryset.filter(**{f"{self.instance_field}__in": list(found.ids)}), False
+        if parameter is not None:
+            # A job name may contain "=": the term is searched as one. A hidden
+            # parameter is never searched (its value would be told by trial), and
+            # the note is the same whatever value was typed.
+            messages.info(
+                request,
+                f"{parameter.name!r} is not a visible parameter "
+                "(OXIDE_BATCH_VISIBLE_PARAMETERS), so the search is for a job of that exact name.",
+            )
         return queryset.filter(**{self.name_field: term}), False
 
 
@@ -237,9 +239,7 @@ class InstanceFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return (
-            queryset.filter(job_instance_id=int(value)) if value and value.isdigit() else queryset
-        )
+        return queryset.filter(job_instance_id=pk) if (pk := parse_id(value)) else queryset
 
 
 class TriageFilter(admin.SimpleListFilter):
@@ -330,7 +330,6 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
             # One proposal read per page, for the case file and the actions field
             # (rendered later, from the object: readonly fields see no request).
             obj.console_proposal = casefile.proposal_for(obj)
-            obj.console_request = request
             context["case_file"] = casefile.render(request, obj, obj.console_proposal)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
@@ -525,11 +524,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="actions")
     def operator_actions(self, obj: Any) -> SafeString:
-        return self.action_links(
-            obj,
-            getattr(obj, "console_request", None),
-            proposal=getattr(obj, "console_proposal", None),
-        )
+        return self.action_links(obj, proposal=getattr(obj, "console_proposal", None))
 
 
 class ExecutionFilter(admin.SimpleListFilter):
@@ -543,9 +538,7 @@ class ExecutionFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return (
-            queryset.filter(**{self.field: int(value)}) if value and value.isdigit() else queryset
-        )
+        return queryset.filter(**{self.field: pk}) if (pk := parse_id(value)) else queryset
 
 
 class StepFilter(ExecutionFilter):
@@ -584,8 +577,15 @@ class StepExecutionAdmin(ReadOnlyAdmin):
             super()
             .get_queryset(request)
             .defer("checkpoint", "context")
-            # A step of a finished execution never reads "running" (by the join).
-            .annotate(execution_status=F("job_execution__status"))
+            # A step of a finished execution never reads "running". A scalar
+            # subquery, not a join: the paginator's count then skips it.
+            .annotate(
+                execution_status=Subquery(
+                    models.JobExecution.objects.filter(pk=OuterRef("job_execution_id")).values(
+                        "status"
+                    )[:1]
+                )
+            )
         )
         return queryset
 

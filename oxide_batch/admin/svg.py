@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.axes import count_ticks, time_axis
-from oxide_batch.admin.display import badge, human, when
+from oxide_batch.admin.display import ACTIVE, badge, duration, human, when
 from oxide_batch.admin.marks import fill, legend, patterns, present
 from oxide_batch.admin.marks import joined as joined
 
@@ -198,7 +198,10 @@ def timeline(
 ) -> SafeString:
     """A Gantt-like bar per step from its start (or creation) to its end (or
     ``now``) on a UTC clock axis; each step's name, status and duration above its
-    bar; then (``table=True``) a table of the steps whose names link to ``link(id)``."""
+    bar; then (``table=True``) a table of the steps whose names link to ``link(id)``.
+    A step without an end reads "running" only while its execution (the rows'
+    ``execution_status``) is active: under an UNKNOWN execution its outcome is
+    unknown, under a finished one no end was recorded."""
     if not steps:
         return format_html("<p>{}</p>", "No steps recorded for this execution.")
     starts = [s["started_at"] or s["created_at"] for s in steps]
@@ -226,7 +229,7 @@ def timeline(
     bars: list[SafeString] = []
     for index, (step, start, end) in enumerate(zip(steps, starts, ends, strict=True)):
         y = top + index * row
-        took = human(end - start) + ("" if step["ended_at"] else " so far")
+        took = _took(step, now)
         x0, x1 = x_of(start), x_of(end)
         bars.append(
             format_html(
@@ -248,7 +251,9 @@ def timeline(
                 took,
             )
         )
-    running = any(s["ended_at"] is None for s in steps)
+    running = any(
+        s["ended_at"] is None and s.get("execution_status", "STARTED") in ACTIVE for s in steps
+    )
     now_line = (
         format_html(
             '<line class="ob-now" x1="{x}" y1="{}" x2="{x}" y2="{}"/>',
@@ -295,6 +300,16 @@ def timeline(
     )
 
 
+def _took(step: dict[str, Any], now: datetime) -> str:
+    return duration(
+        step["started_at"] or step["created_at"],
+        step["ended_at"],
+        step["status"],
+        now,
+        parent_status=step.get("execution_status"),
+    )
+
+
 def _step_table(
     steps: Sequence[dict[str, Any]], *, now: datetime, link: Callable[[int], str]
 ) -> SafeString:
@@ -307,8 +322,7 @@ def _step_table(
             badge(step["status"]),
             when(step["started_at"] or step["created_at"], now),
             when(step["ended_at"], now),
-            human((step["ended_at"] or now) - (step["started_at"] or step["created_at"]))
-            + ("" if step["ended_at"] else " so far"),
+            _took(step, now),
         )
         for step in steps
     )

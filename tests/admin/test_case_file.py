@@ -133,3 +133,29 @@ def test_the_case_file_reads_a_constant_number_of_queries(admin_client, demo, mo
     before = count()
     more_rows(6)
     assert count() == before
+
+
+def test_a_stop_only_operator_is_offered_the_stop_not_a_recover_note(client, demo):
+    from django.contrib.auth.models import Group, Permission, User
+
+    from oxide_batch.api.roles import VIEWER, ensure_roles
+
+    ensure_roles()
+    user = User.objects.create_user("stu", password="a-long-password", is_staff=True)
+    user.groups.add(Group.objects.get(name=VIEWER))
+    user.user_permissions.add(Permission.objects.get(codename="stop_execution"))
+    client.force_login(user)
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    case = _case(_page(client, stale.pk))
+    stop = reverse("admin:oxide_batch_jobexecution_act", args=["stop"]) + f"?ids={stale.pk}"
+    assert f'href="{stop}"' in case
+    assert "/act/recover/" not in case
+
+
+def test_a_viewer_is_offered_no_hold_on_an_instance(viewer_client, demo):
+    instance = models.JobInstance.objects.order_by("pk")[0]
+    page = viewer_client.get(
+        reverse("admin:oxide_batch_jobinstance_change", args=[instance.pk])
+    ).content.decode()
+    assert "/act/hold/" not in page
+    assert "/act/release/" not in page

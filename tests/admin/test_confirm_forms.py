@@ -224,6 +224,11 @@ def test_one_invalid_row_applies_no_row(operator_client, demo):
         ("operation", "has spaces", "operation: Use only"),
         ("operation", "", "operation: This field is required."),
         ("version", "-1", "version: Ensure this value is greater than or equal to 0."),
+        (
+            "version",
+            str(2**63),
+            "version: Ensure this value is less than or equal to 9223372036854775807.",
+        ),
     ],
 )
 def test_a_tampered_hidden_field_is_an_error_beside_its_row(
@@ -314,7 +319,7 @@ def test_the_changelist_hands_every_selected_row_to_the_page(operator_client, de
     assert f"{running.count()} to stop" in text
 
 
-@pytest.mark.parametrize("ids", ["", "0", "abc", str(2**63), "-4", "1,,x"])
+@pytest.mark.parametrize("ids", ["", "0", "abc", str(2**63), "-4", "1,,x", "\u00b2", "\u0663"])
 def test_ids_that_cannot_be_rows_are_dropped_not_a_500(operator_client, demo, ids):
     url = reverse("admin:oxide_batch_jobexecution_act", args=["recover"]) + f"?ids={ids}"
     page = operator_client.get(url)

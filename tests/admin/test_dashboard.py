@@ -151,3 +151,24 @@ def test_the_query_count_is_bounded_whatever_is_asked(admin_client, demo, query)
     with CaptureQueriesContext(connection) as captured:
         assert admin_client.get(url).status_code == 200
     assert len(captured.captured_queries) <= QUERY_BOUND
+
+
+def test_the_timeline_of_an_unknown_execution_never_reads_running(admin_client, demo):
+    """A step left STARTED under an UNKNOWN execution: its outcome is unknown,
+    it is not running (the same rule as the execution page's steps table)."""
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    assert models.StepExecution.objects.filter(
+        job_execution_id=unknown.pk, ended_at__isnull=True
+    ).exists()
+    html = admin_client.get(
+        reverse("admin:oxide_batch_dashboard") + f"?execution={unknown.pk}"
+    ).content.decode()
+    timeline = html.split("Step timeline of execution", 1)[1].split("Partition grid", 1)[0]
+    assert "running" not in timeline
+    assert "so far" not in timeline
+    assert "(outcome unknown)" in timeline
+
+
+@pytest.mark.parametrize("query", ["?execution=%C2%B2", "?step=99999999999999999999999"])
+def test_odd_ids_on_the_dashboard_are_no_500(admin_client, demo, query):
+    assert admin_client.get(reverse("admin:oxide_batch_dashboard") + query).status_code == 200
