@@ -8,14 +8,15 @@ restart, takes over the earlier worker row's checkpoint) and is assigned to it
 before any worker runs, so a stop or a crash leaves every partition accounted
 for. Workers run in the caller's executor (threads or processes) inside a
 :class:`~oxide_batch.client.steps.StepRun`; a worker that never ended its step
-(a dead process) has it ended FAILED here. Then every partition is completed
-from its worker row and the parent aggregated: the most severe status wins.
+(a dead process) has it ended FAILED here. Each partition is completed from
+its worker row as soon as its worker is done (a crash later keeps it COMPLETED
+for the restart); then the parent is aggregated: the most severe status wins.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,15 +96,9 @@ def run_partitioned_step(
     )
     partitions = _plan(run, parent, previous, keys)
     work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
-    errors = _run_workers(work, worker, executor, max_workers)
-    fenced = next((e for e in errors if isinstance(e, ExecutionFenced)), None)
+    fenced = _run_workers(run, work, worker, executor, max_workers)
     if fenced is not None:
         raise fenced
-    for item in work:
-        _settle_worker(run, item)
-    for partition in client.partitions(parent):
-        if partition.status is BatchStatus.STARTED:
-            _complete(run, partition)
     current = client.step(parent.id)
     parent = watch.write(parent.id, lambda: client.aggregate(current, current.version))
     if parent.status is BatchStatus.COMPLETED:
@@ -141,22 +136,32 @@ def _assign(run: JobRun, name: str, partition: Partition) -> PartitionWork:
 
 
 def _run_workers(
+    run: JobRun,
     work: Sequence[PartitionWork],
     worker: PartitionWorker,
     executor: Executor | None,
     max_workers: int,
-) -> list[BaseException]:
-    """Run every partition; the exceptions the workers raised (each worker's
-    step context has already reported and ended its step)."""
+) -> ExecutionFenced | None:
+    """Run every partition and complete each as soon as its worker is done, so
+    a crash later in the step keeps it COMPLETED for the restart. Each worker's
+    step context has reported and ended its step; a fenced worker stops the
+    completions (nothing is the runtime's to write any more)."""
     own = executor is None
     pool = ThreadPoolExecutor(max_workers=max_workers) if executor is None else executor
+    fenced: ExecutionFenced | None = None
     try:
-        futures: list[Future[None]] = [pool.submit(run_partition, item, worker) for item in work]
-        errors = [error for error in (future.exception() for future in futures) if error]
+        futures = {pool.submit(run_partition, item, worker): item for item in work}
+        for future in as_completed(futures):
+            error = future.exception()
+            if isinstance(error, ExecutionFenced):
+                fenced = fenced or error
+            if fenced is None:
+                _settle_worker(run, futures[future])
+                _complete(run, futures[future].partition)
     finally:
         if own:
             pool.shutdown(wait=True)
-    return errors
+    return fenced
 
 
 def _settle_worker(run: JobRun, item: PartitionWork) -> None:
