@@ -172,3 +172,58 @@ def test_the_csv_import_survives_a_sigkill_a_recovery_and_resumes_exactly_once(
     with sqlite3.connect(output) as database:
         numbers = [row[0] for row in database.execute("SELECT row_number FROM people")]
     assert sorted(numbers) == list(range(ROWS))  # every record, exactly once
+
+
+def test_the_partitioned_import_reruns_only_what_did_not_complete_after_a_sigkill(
+    live_server: Any, tmp_path: Path
+) -> None:
+    source, output = tmp_path / "people.csv", tmp_path / "people.sqlite3"
+    towns = ("Graz", "Lyon", "Oslo")
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        rows = csv.writer(handle)
+        rows.writerow(["name", "city"])
+        rows.writerows([f"person-{n:04d}", towns[n % 3]] for n in range(ROWS))
+    token = token_for("splitter", RUNTIME)
+    command = example(
+        "partitioned_import.py",
+        *("--url", live_server.url, "--token", token, "--workers", "1"),
+        *("--input", str(source), "--output", str(output), "--chunk-size", "5"),
+    )
+    first = subprocess.Popen([*command, "--pause", "0.1"], cwd=ROOT, env=environment())
+
+    def second_partition_under_way() -> int | None:
+        worker = models.StepExecution.objects.filter(step_name="load:2", read_count__gte=10)
+        done = models.StepPartition.objects.filter(ordinal=1, status="COMPLETED")
+        found = worker.first()
+        return found.job_execution_id if found is not None and done.exists() else None
+
+    killed: int = wait_for(second_partition_under_way, "partition 2 under way")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    backdate(killed, timedelta(minutes=30))
+    recover_with_the_commands(killed)
+
+    rerun = subprocess.run(
+        [*command, "--processes"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    client = RuntimeClient(live_server.url, token)
+    latest = next(client.executions(job_name="partitioned_import"))
+    assert (latest.attempt, latest.status) == (2, BatchStatus.COMPLETED)
+    steps = dict(
+        models.StepExecution.objects.filter(job_execution_id=latest.id).values_list(
+            "step_name", "status"
+        )
+    )
+    # The COMPLETED partition was carried, not rerun; the others ran again.
+    assert steps == {"load": "COMPLETED", "load:2": "COMPLETED", "load:3": "COMPLETED"}
+    parent = models.StepExecution.objects.get(job_execution_id=latest.id, step_name="load")
+    assert parent.read_count == ROWS  # aggregated: every partition's rows once
+    with sqlite3.connect(output) as database:
+        numbers = [row[0] for row in database.execute("SELECT row_number FROM people")]
+    assert sorted(numbers) == list(range(ROWS))
