@@ -79,8 +79,34 @@ def wait_for(predicate: Any, what: str) -> Any:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def settled(execution_id: int, quiet: float = 0.6) -> None:
+    """Wait until nothing of the execution changes for ``quiet`` seconds: a
+    request the killed process sent just before the SIGKILL may still be
+    committed by the server (it does not know its client died)."""
+
+    def fingerprint() -> tuple[Any, ...]:
+        execution = models.JobExecution.objects.filter(pk=execution_id).values_list(
+            "version", "last_activity_at"
+        )
+        steps = models.StepExecution.objects.filter(job_execution_id=execution_id).values_list(
+            "id", "version", "updated_at"
+        )
+        return (tuple(execution), tuple(steps.order_by("id")))
+
+    deadline = time.monotonic() + DEADLINE
+    seen, since = fingerprint(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, "the execution kept changing after the kill"
+        time.sleep(0.1)
+        now = fingerprint()
+        if now != seen:
+            seen, since = now, time.monotonic()
+
+
 def backdate(execution_id: int, by: timedelta) -> None:
-    """Move every instant of the execution and its steps ``by`` into the past."""
+    """Move every instant of the execution and its steps ``by`` into the past,
+    once the server has finished what the killed process had sent."""
+    settled(execution_id)
     moved = {
         name: F(name) - by
         for name in ("created_at", "started_at", "updated_at", "last_observed_at")
