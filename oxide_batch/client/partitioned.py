@@ -156,7 +156,7 @@ def _run_workers(
             if isinstance(error, ExecutionFenced):
                 fenced = fenced or error
             if fenced is None:
-                _settle_worker(run, futures[future])
+                _settle_worker(run, futures[future], error)
                 _complete(run, futures[future].partition)
     finally:
         if own:
@@ -164,12 +164,25 @@ def _run_workers(
     return fenced
 
 
-def _settle_worker(run: JobRun, item: PartitionWork) -> None:
-    """End FAILED a worker step its worker left active (a process that died,
-    a start that failed): its partition can then be completed."""
+def _settle_worker(run: JobRun, item: PartitionWork, error: BaseException | None) -> None:
+    """End a worker step its worker left active: STOPPED when the stop was seen
+    as it started (before its step context was entered), else FAILED (a process
+    that died, a start that failed); its partition can then be completed."""
     client = run.client
     step = client.step(item.worker_step.id)
-    if step.status.is_active:
+    if step.status.is_active and isinstance(error, StopRequested):
+        if step.status is BatchStatus.STARTING:
+            starting = step
+            step = run.watch.write(
+                step.id,
+                lambda: client.transition_step(starting, starting.version, BatchStatus.STOPPING),
+            )
+        stopping = step
+        run.watch.write(
+            step.id,
+            lambda: client.transition_step(stopping, stopping.version, BatchStatus.STOPPED),
+        )
+    elif step.status.is_active:
         failure = report_failure(
             RuntimeError(f"worker of partition {item.partition.ordinal} left its step active"),
             f"partition {item.partition.ordinal}",

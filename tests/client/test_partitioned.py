@@ -225,3 +225,32 @@ def test_a_stop_during_the_partitions_stops_every_worker_the_parent_and_the_job(
         assert state.checkpoint is not None
         assert state.checkpoint.payload == {"offset": 20}
     assert {p.status for p in runtime.partitions(calls.parent_id)} == {S.STOPPED}
+
+
+def test_a_stop_before_some_workers_started_ends_their_steps_stopped_not_failed(
+    runtime: ScriptedClient, operator: OperatorClient
+) -> None:
+    keys = ["a", "b", "c", "d"]
+    calls = Calls()
+    run = runtime.job_run(JOB, PARAMETERS)
+
+    def stop() -> None:
+        execution = runtime.execution(run.execution.id)
+        operator.stop(execution, execution.version, operation_id="stop-early")
+
+    barrier = meeting(2, stop)  # the first two workers; the others are still queued
+
+    def worker(step: StepRun, partition: Partition) -> None:
+        calls.add(partition, step)
+        step.commit(read=1, checkpoint={"offset": 1})
+        barrier.wait()
+        step.commit(read=1, checkpoint={"offset": 2})
+
+    with run:
+        run.partitioned_step("load", keys, worker, max_workers=2)
+    assert calls.keys == ["a", "b"]  # the queued ones saw the stop as they started
+    execution = runtime.execution(run.execution.id)
+    assert (execution.status, execution.failure) == (S.STOPPED, None)
+    assert set(steps_of(execution.id).values()) == {S.STOPPED}
+    partitions = runtime.partitions(calls.parent_id)
+    assert {p.status for p in partitions} == {S.STOPPED}
