@@ -16,22 +16,29 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from datetime import timedelta
+from typing import Any, TypeVar
 
 import pytest
 
 from oxide_batch import models
 from oxide_batch.client import (
+    ExecutionFenced,
     OperatorClient,
     Partition,
     StepFailed,
     StepRun,
     StopRequested,
 )
+from oxide_batch.client.partitioned import PartitionWork
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.repository import FixedClock
 from tests.client.conftest import ScriptedClient
 from tests.conftest import on_postgres
 
+T = TypeVar("T")
 S = BatchStatus
 JOB = "partitioned_import"
 PARAMETERS = {"business_date": "2026-07-29"}
@@ -88,6 +95,10 @@ def steps_of(execution_id: int) -> dict[str, BatchStatus]:
 
 def by_key(partitions: list[Partition]) -> dict[str, Partition]:
     return {partition.key: partition for partition in partitions}
+
+
+def never(step: StepRun, partition: Partition) -> None:
+    pytest.fail("no worker runs")
 
 
 def meeting(parties: int, action: Callable[[], None]) -> threading.Barrier:
@@ -254,3 +265,211 @@ def test_a_stop_before_some_workers_started_ends_their_steps_stopped_not_failed(
     assert set(steps_of(execution.id).values()) == {S.STOPPED}
     partitions = runtime.partitions(calls.parent_id)
     assert {p.status for p in partitions} == {S.STOPPED}
+
+
+# ---------------------------------------------------------------------- recovery
+
+
+def test_a_recovery_while_workers_run_fences_them_and_the_run_writes_nothing_more(
+    runtime: ScriptedClient, operator: OperatorClient, server_clock: FixedClock
+) -> None:
+    calls = Calls()
+    fenced: list[str] = []
+    run = runtime.job_run(JOB, PARAMETERS)
+    after: list[tuple[int, int]] = []
+
+    def recover() -> None:
+        server_clock.advance(timedelta(minutes=20))
+        proposal = operator.proposal(run.execution.id)
+        assert proposal.eligible, proposal.reason_code
+        operator.recover(
+            proposal, disposition="MARK_FAILED", reason_code="WORKER_LOST", operation_id="rec-p"
+        )
+        after.append((runtime.execution(run.execution.id).version, len(runtime.sent)))
+
+    barrier = meeting(len(KEYS), recover)
+
+    def worker(step: StepRun, partition: Partition) -> None:
+        calls.add(partition, step)
+        step.commit(read=10, written=10, checkpoint={"offset": 10})
+        barrier.wait()
+        try:
+            step.commit(read=10, written=10, checkpoint={"offset": 20})
+        except ExecutionFenced:
+            fenced.append(partition.key)
+            raise
+
+    def job() -> None:
+        with run:
+            run.partitioned_step("load", KEYS, worker)
+
+    with pytest.raises(ExecutionFenced):
+        job()
+    assert sorted(fenced) == KEYS
+    version, sent = after[0]
+    execution = runtime.execution(run.execution.id)
+    assert (execution.status, execution.version) == (S.FAILED, version)
+    assert execution.failure is not None
+    assert execution.failure.category is FailureCategory.STALE_RECOVERED
+    assert set(steps_of(execution.id).values()) == {S.FAILED}  # as recovery left them
+    # After the recovery: each worker's refused commit, nothing else.
+    posts = sorted(path for method, path, _ in runtime.sent[sent:] if method == "POST")
+    assert posts == sorted(f"steps/{calls.step(key).step.id}/checkpoint" for key in KEYS)
+    assert {p.status for p in runtime.partitions(calls.parent_id)} != {S.COMPLETED}
+
+
+# ------------------------------------------------------------ a worker left active
+
+
+class DyingExecutor(ThreadPoolExecutor):
+    """Threads, but the worker of partition ``lost`` dies as a process would: its
+    step entered and a chunk committed, then its future fails with
+    ``BrokenProcessPool`` and no step context ever ends the step."""
+
+    def __init__(self, lost: str) -> None:
+        super().__init__(max_workers=4)
+        self.lost = lost
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        work = args[0]
+        if isinstance(work, PartitionWork) and work.partition.key == self.lost:
+            return super().submit(_die_mid_step, work)  # type: ignore[arg-type]
+        return super().submit(fn, *args, **kwargs)
+
+
+def _die_mid_step(work: PartitionWork) -> None:
+    step = StepRun(work.watch, work.worker_step.step_name, created=work.worker_step)
+    step.__enter__()
+    step.commit(read=3, written=3, checkpoint={"offset": 3})
+    raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+
+def test_a_worker_step_left_active_is_ended_failed_by_the_parent(
+    runtime: ScriptedClient,
+) -> None:
+    def worker(step: StepRun, partition: Partition) -> None:
+        step.commit(read=5, written=5, checkpoint={"offset": 5})
+
+    run = runtime.job_run(JOB, PARAMETERS)
+
+    def job() -> None:
+        with run, DyingExecutor("lyon") as executor:
+            run.partitioned_step("load", KEYS, worker, executor=executor)
+
+    with pytest.raises(StepFailed) as failed:
+        job()
+    partitions = by_key(runtime.partitions(failed.value.step_id))
+    assert {key: p.status for key, p in partitions.items()} == {
+        "graz": S.COMPLETED,
+        "lyon": S.FAILED,
+        "oslo": S.COMPLETED,
+    }
+    lost = runtime.checkpoint(partitions["lyon"].worker_step_execution_id or 0)
+    assert lost.step.status is S.FAILED
+    assert lost.step.counts.read == 3  # what it committed before it died is kept
+    assert lost.checkpoint is not None
+    assert lost.checkpoint.payload == {"offset": 3}
+    assert lost.step.failure is not None
+    assert lost.step.failure.category is FailureCategory.USER_COMPONENT
+    parent = runtime.step(failed.value.step_id)
+    assert parent.status is S.FAILED
+    assert parent.failure == lost.step.failure
+    execution = runtime.execution(run.execution.id)
+    assert execution.status is S.FAILED
+    assert execution.failure == lost.step.failure
+
+
+# ---------------------------------------------------------------------- restarts
+
+
+def test_a_restart_reruns_only_what_did_not_complete_from_its_own_checkpoint(
+    runtime: ScriptedClient,
+) -> None:
+    def first(step: StepRun, partition: Partition) -> None:
+        step.commit(read=5, written=5, checkpoint={"offset": 5})
+        if partition.key == "lyon":
+            raise Boom("row 6 is malformed")
+        step.commit(read=5, written=5, checkpoint={"offset": 10})
+
+    def attempt_one() -> None:
+        with runtime.job_run(JOB, PARAMETERS) as run:
+            run.partitioned_step("load", KEYS, first)
+
+    with pytest.raises(StepFailed) as failed:
+        attempt_one()
+    earlier = by_key(runtime.partitions(failed.value.step_id))
+
+    calls = Calls()
+    resumed_at: dict[str, Any] = {}
+
+    def second(step: StepRun, partition: Partition) -> None:
+        calls.add(partition, step)
+        resumed_at[partition.key] = step.checkpoint
+        offset = int(step.checkpoint["offset"]) if step.checkpoint else 0
+        step.commit(read=10 - offset, written=10 - offset, checkpoint={"offset": 10})
+
+    with runtime.job_run(JOB, PARAMETERS) as run:
+        assert run.restarted
+        parent = run.partitioned_step("load", KEYS, second)
+    assert calls.keys == ["lyon"]  # one worker: the partition that failed
+    assert resumed_at == {"lyon": {"offset": 5}}  # its earlier worker's checkpoint
+    assert parent.status is S.COMPLETED
+    assert (parent.counts.read, parent.counts.written) == (30, 30)  # every row once
+    assert steps_of(run.execution.id) == {"load": S.COMPLETED, "load:2": S.COMPLETED}
+    carried = by_key(runtime.partitions(parent))
+    assert [p.ordinal for p in carried.values()] == [1, 2, 3]
+    for key in ("graz", "oslo"):  # carried: the first attempt's worker and counts
+        assert carried[key].status is S.COMPLETED
+        assert carried[key].worker_step_execution_id == earlier[key].worker_step_execution_id
+        assert carried[key].counts == earlier[key].counts
+    assert carried["lyon"].worker_step_execution_id == calls.step("lyon").step.id
+    assert runtime.execution(run.execution.id).status is S.COMPLETED
+
+
+def test_a_restart_after_an_attempt_that_failed_before_the_partitioned_step_plans_afresh(
+    runtime: ScriptedClient,
+) -> None:
+    def attempt_one() -> None:
+        with runtime.job_run(JOB, PARAMETERS) as run, run.step("extract"):
+            raise Boom("the source is gone")
+
+    with pytest.raises(Boom):
+        attempt_one()
+    calls = Calls()
+
+    def worker(step: StepRun, partition: Partition) -> None:
+        calls.add(partition, step)
+        assert step.checkpoint is None
+        step.commit(read=1, written=1, checkpoint={"offset": 1})
+
+    with runtime.job_run(JOB, PARAMETERS) as run:
+        assert run.restarted
+        parent = run.partitioned_step("load", KEYS, worker)
+    assert calls.keys == KEYS
+    assert [p.key for p in runtime.partitions(parent)] == KEYS
+    assert (parent.status, parent.counts.read) == (S.COMPLETED, 3)
+    assert runtime.execution(run.execution.id).status is S.COMPLETED
+
+
+def test_a_restart_after_an_attempt_that_failed_while_planning_plans_afresh(
+    runtime: ScriptedClient,
+) -> None:
+    def attempt_one() -> None:
+        with runtime.job_run(JOB, PARAMETERS) as run:
+            runtime.refuse("POST", "/partitions", Boom("the planner is gone"))
+            run.partitioned_step("load", KEYS, never)
+
+    with pytest.raises(Boom):
+        attempt_one()
+    calls = Calls()
+
+    def worker(step: StepRun, partition: Partition) -> None:
+        calls.add(partition, step)
+        step.commit(read=1, written=1, checkpoint={"offset": 1})
+
+    with runtime.job_run(JOB, PARAMETERS) as run:
+        assert runtime.latest_flow_step(run.instance.id, "load") is not None  # attempt 1's
+        parent = run.partitioned_step("load", KEYS, worker)
+    assert calls.keys == KEYS
+    assert (parent.status, parent.counts.read) == (S.COMPLETED, 3)
+    assert runtime.execution(run.execution.id).status is S.COMPLETED
