@@ -8,9 +8,10 @@ restart, takes over the earlier worker row's checkpoint) and is assigned to it
 before any worker runs, so a stop or a crash leaves every partition accounted
 for. Workers run in the caller's executor (threads or processes) inside a
 :class:`~oxide_batch.client.steps.StepRun`; a worker that never ended its step
-(a dead process) has it ended FAILED here. Each partition is completed from
-its worker row as soon as its worker is done (a crash later keeps it COMPLETED
-for the restart); then the parent is aggregated: the most severe status wins.
+(a dead process) has it ended FAILED here — STOPPED when it saw the stop as it
+started. Each partition is completed from its worker row as soon as its
+worker is done (a crash later keeps it COMPLETED for the restart); then the
+parent is aggregated: the most severe status wins.
 """
 
 from __future__ import annotations
