@@ -8,9 +8,10 @@ restart, takes over the earlier worker row's checkpoint) and is assigned to it
 before any worker runs, so a stop or a crash leaves every partition accounted
 for. Workers run in the caller's executor (threads or processes) inside a
 :class:`~oxide_batch.client.steps.StepRun`; a worker that never ended its step
-(a dead process) has it ended FAILED here. Each partition is completed from
-its worker row as soon as its worker is done (a crash later keeps it COMPLETED
-for the restart); then the parent is aggregated: the most severe status wins.
+(a dead process) has it ended FAILED here — STOPPED when it saw the stop as it
+started. Each partition is completed from its worker row as soon as its
+worker is done (a crash later keeps it COMPLETED for the restart); then the
+parent is aggregated: the most severe status wins.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def _run_workers(
             if isinstance(error, ExecutionFenced):
                 fenced = fenced or error
             if fenced is None:
-                _settle_worker(run, futures[future])
+                _settle_worker(run, futures[future], error)
                 _complete(run, futures[future].partition)
     finally:
         if own:
@@ -164,12 +165,25 @@ def _run_workers(
     return fenced
 
 
-def _settle_worker(run: JobRun, item: PartitionWork) -> None:
-    """End FAILED a worker step its worker left active (a process that died,
-    a start that failed): its partition can then be completed."""
+def _settle_worker(run: JobRun, item: PartitionWork, error: BaseException | None) -> None:
+    """End a worker step its worker left active: STOPPED when the stop was seen
+    as it started (before its step context was entered), else FAILED (a process
+    that died, a start that failed); its partition can then be completed."""
     client = run.client
     step = client.step(item.worker_step.id)
-    if step.status.is_active:
+    if step.status.is_active and isinstance(error, StopRequested):
+        if step.status is BatchStatus.STARTING:
+            starting = step
+            step = run.watch.write(
+                step.id,
+                lambda: client.transition_step(starting, starting.version, BatchStatus.STOPPING),
+            )
+        stopping = step
+        run.watch.write(
+            step.id,
+            lambda: client.transition_step(stopping, stopping.version, BatchStatus.STOPPED),
+        )
+    elif step.status.is_active:
         failure = report_failure(
             RuntimeError(f"worker of partition {item.partition.ordinal} left its step active"),
             f"partition {item.partition.ordinal}",
