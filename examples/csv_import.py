@@ -1,6 +1,6 @@
 """A real job: import a CSV file into SQLite, restartable from its checkpoint.
 
-    python examples/csv_import.py --url http://127.0.0.1:8000 --token KEY
+    .venv/bin/python examples/csv_import.py       # against scripts/run (its runtime token)
 
 One step, ``load``: read ``--chunk-size`` rows at a time from the checkpoint's
 offset, write them to the ``people`` table of ``--output`` (keyed by row number,
@@ -21,6 +21,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from local_server import add_server_arguments
 
 from oxide_batch.client import ExecutionFenced, RuntimeClient
 from oxide_batch.domain.errors import CompletedInstance, ExecutionAlreadyActive
@@ -55,8 +57,7 @@ def write(database: sqlite3.Connection, chunk: list[tuple[int, list[str]]]) -> N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--token", required=True, help="a token of a batch-runtime user")
+    add_server_arguments(parser)
     parser.add_argument("--input", type=Path, default=Path(__file__).with_name("people.csv"))
     parser.add_argument("--output", type=Path, default=Path("people.sqlite3"))
     parser.add_argument("--business-date", default="2026-07-29")

@@ -1,6 +1,6 @@
 """A partitioned job: import a CSV file into SQLite, one partition per city.
 
-    python examples/partitioned_import.py --url http://127.0.0.1:8000 --token KEY [--processes]
+    .venv/bin/python examples/partitioned_import.py [--processes]   # against scripts/run
 
 The step ``load`` plans one partition per city; each worker (a thread, or a
 process with ``--processes``) imports its city's rows in chunks, keyed by row
@@ -20,6 +20,8 @@ import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from local_server import add_server_arguments
 
 from oxide_batch.client import ExecutionFenced, Partition, RuntimeClient, StepFailed, StepRun
 from oxide_batch.domain.errors import CompletedInstance, ExecutionAlreadyActive
@@ -71,8 +73,7 @@ class CityWorker:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--token", required=True, help="a token of a batch-runtime user")
+    add_server_arguments(parser)
     parser.add_argument("--input", type=Path, default=Path(__file__).with_name("people.csv"))
     parser.add_argument("--output", type=Path, default=Path("people-by-city.sqlite3"))
     parser.add_argument("--business-date", default="2026-07-29")
