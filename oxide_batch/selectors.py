@@ -12,9 +12,14 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models
+from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.repository.control import CONTROL_COLUMNS, execution_view_from_row
+from oxide_batch.repository.control import (
+    CONTROL_COLUMNS,
+    execution_view_from_row,
+    newest_step_write,
+)
 
 UNRESOLVED_PAGE_MAX = 500
 
@@ -61,8 +66,33 @@ def unresolved_executions(
     queryset = unresolved_executions_queryset(now=now, inactive_for=inactive_for)
     if before_id is not None:
         queryset = queryset.filter(pk__lt=before_id)
-    rows: QuerySet[Any, dict[str, Any]] = queryset.order_by("-id").values(*CONTROL_COLUMNS)
+    rows = _views(queryset.order_by("-id"))
     return [execution_view_from_row(row) for row in rows[:limit]]
+
+
+def _views(queryset: QuerySet[models.JobExecution]) -> QuerySet[Any, dict[str, Any]]:
+    """Rows for :class:`ExecutionView` with the newest step write, so a view's
+    ``activity_at`` is SPEC §9's activity."""
+    rows: QuerySet[Any, dict[str, Any]] = queryset.annotate(
+        newest_step_write_at=newest_step_write()
+    ).values(*CONTROL_COLUMNS, "newest_step_write_at")
+    return rows
+
+
+def execution_view(execution_id: int) -> ExecutionView:
+    """One execution with its stop, owner and activity evidence (one query);
+    ``JobExecutionNotFound``."""
+    row = _views(models.JobExecution.objects.filter(pk=execution_id)).first()
+    if row is None:
+        raise JobExecutionNotFound(id=execution_id)
+    return execution_view_from_row(row)
+
+
+def instance_execution_views(job_instance_id: int) -> list[ExecutionView]:
+    """The attempts of an instance in attempt order, as views (one query; an
+    unknown instance has none)."""
+    rows = _views(models.JobExecution.objects.filter(job_instance_id=job_instance_id))
+    return [execution_view_from_row(row) for row in rows.order_by("attempt")]
 
 
 # -- operator console (read-only, bounded) -------------------------------------------

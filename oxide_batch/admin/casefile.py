@@ -105,7 +105,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     )
     last = latest(obj.last_activity_at, *(s.updated_at for s in steps))
     if proposal is not None:
-        last = latest(last, proposal.evidence.last_active_at)
+        last = latest(last, proposal.evidence.activity_at)
     facts: list[tuple[str, SafeString]] = [
         (
             "Status",

@@ -53,7 +53,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
             "recover": action_url(EXECUTION_ACTIONS["recover"], [view.id]) if operate else None,
             "job": view.execution.job_name,
             "attempt": view.execution.attempt,
-            "activity": when(view.last_activity_at, now),
+            "activity": when(view.activity_at, now),
             "owner": "owner recorded" if view.owner_recorded else "no owner",
         }
         for view in unresolved

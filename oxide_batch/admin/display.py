@@ -12,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
+from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.failures import failure_help, failure_url
 
 TONES = {
@@ -110,20 +111,8 @@ def human(span: timedelta) -> str:
     return f"{secs}s"
 
 
-def human_short(span: timedelta) -> str:
-    """A coarse reading for thresholds and idle times: ``15 min``, ``5 h 02 min``,
-    ``2 d 3 h``, ``40 s``."""
-    seconds = max(int(span.total_seconds()), 0)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {minutes:02d} min" if minutes else f"{hours} h"
-    if minutes:
-        return f"{minutes} min"
-    return f"{secs} s"
+# ``15 min``, ``5 h 02 min``, ``2 d 3 h``, ``40 s`` — the commands read the same.
+human_short = format_duration
 
 
 def latest(*moments: datetime | None) -> datetime | None:

@@ -824,7 +824,7 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "prior_status",
         "resulting_status",
         "reason_code",
-        "operator_reference",
+        "actor",
         "decided",
     )
     list_filter = ("resulting_status",)
@@ -837,7 +837,7 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "prior_status",
         "resulting_status",
         "reason_code",
-        "operator_reference",
+        "actor",
         "operator_user_id",
         "decided",
         "resolved_steps",
@@ -845,6 +845,12 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
     )
     execution = StepExecutionAdmin.execution
     decided = moment("decided_at", "decided")
+
+    @admin.display(description="actor", ordering="operator_reference")
+    def actor(self, obj: models.RecoveryDecision) -> str:
+        """The audited operator, named as on every audit row (the column keeps
+        its first name, ``operator_reference``)."""
+        return obj.operator_reference
 
     @admin.display(description="operator request")
     def operator_request(self, obj: models.RecoveryDecision) -> SafeString:

@@ -23,7 +23,7 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from oxide_batch import selectors as batch_selectors
 from oxide_batch.api import deps
-from oxide_batch.domain.durations import parse_duration
+from oxide_batch.domain.durations import MAX_AGE, parse_age
 from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import (
@@ -45,27 +45,20 @@ def _job_name(value: str) -> None:
         raise DjangoValidationError(error.message, code=error.code) from None
 
 
-MAX_UNRESOLVED_SECONDS = 10 * 365 * 24 * 3600
-_SECONDS = re.compile(r"[0-9]{1,9}")
+MAX_UNRESOLVED_SECONDS = int(MAX_AGE.total_seconds())
 
 
 def unresolved_age(value: str) -> timedelta:
     """``unresolved_for``: seconds (``900``) or a duration (``15m``, SPEC §10),
-    0 to ten years; anything else (whitespace included) is invalid."""
-    age: timedelta | None = None
-    if _SECONDS.fullmatch(value) is not None:
-        age = timedelta(seconds=int(value))
-    elif value == value.strip():
-        try:
-            age = parse_duration(value)
-        except ValueError:
-            age = None
-    if age is None or age.total_seconds() > MAX_UNRESOLVED_SECONDS:
+    0 to ten years — :func:`~oxide_batch.domain.durations.parse_age`, the very
+    syntax of ``batch_executions --unresolved-for``."""
+    try:
+        return parse_age(value)
+    except ValueError:
         raise DjangoValidationError(
             f"seconds (0 to {MAX_UNRESOLVED_SECONDS}) or a duration such as 90s, 15m, 1h, 30d",
             code="invalid",
-        )
-    return age
+        ) from None
 
 
 def _unresolved_age(value: str) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 
 from oxide_batch import models  # noqa: TID251  (read-only selectors)
 from oxide_batch.domain.errors import (
@@ -20,9 +20,11 @@ from oxide_batch.domain.errors import (
     JobInstanceNotFound,
     StepExecutionNotFound,
 )
+from oxide_batch.domain.evidence import latest_activity
 from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
+from oxide_batch.repository.control import newest_step_write
 from oxide_batch.repository.records import (
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
@@ -38,6 +40,8 @@ from oxide_batch.repository.retention import retention_record_from_row as retent
 EXTRA_COLUMNS = (
     "stop_requested_at",
     "last_observed_at",
+    "last_activity_at",
+    "newest_step_write_at",
     "owner_recorded",
     "definition__job_name",
     "definition__revision",
@@ -56,11 +60,16 @@ class DefinitionRef:
 
 @dataclass(frozen=True)
 class ExecutionExtras:
-    """What the API shows of an execution beyond the domain value."""
+    """What the API shows of an execution beyond the domain value.
+
+    ``last_activity_at`` is SPEC §9's activity: the latest runtime write, owner
+    observation or step write (a chunk commit moves it; ``updated_at``, the
+    row's last versioned write, does not)."""
 
     stop_requested_at: datetime | None
     owner_recorded: bool
     last_observed_at: datetime | None
+    last_activity_at: datetime
     definition: DefinitionRef | None
 
     @property
@@ -97,14 +106,15 @@ def _owner_recorded() -> ExpressionWrapper[Any]:
 
 def executions() -> QuerySet[Any, dict[str, Any]]:
     """Every execution as ``.values()`` rows with its extras (one query, a join
-    on the definition); compose filters, then order."""
+    on the definition and a subquery for the newest step write); compose
+    filters, then order."""
     rows: QuerySet[Any, dict[str, Any]] = models.JobExecution.objects.annotate(
-        owner_recorded=_owner_recorded()
+        owner_recorded=_owner_recorded(), newest_step_write_at=newest_step_write()
     ).values(*JOB_EXECUTION_COLUMNS, *EXTRA_COLUMNS)
     return rows
 
 
-def extras_from_row(row: Row) -> ExecutionExtras:
+def extras_from_row(row: Row, updated_at: datetime) -> ExecutionExtras:
     definition = None
     if row["definition__job_name"] is not None:  # the legacy definition shows as null
         definition = DefinitionRef(
@@ -116,12 +126,17 @@ def extras_from_row(row: Row) -> ExecutionExtras:
         stop_requested_at=row["stop_requested_at"],
         owner_recorded=bool(row["owner_recorded"]),
         last_observed_at=row["last_observed_at"],
+        # NULL only for a row written outside the adapter: its updated_at.
+        last_activity_at=latest_activity(
+            row["last_activity_at"] or updated_at, row["newest_step_write_at"]
+        ),
         definition=definition,
     )
 
 
 def execution_record_from_row(row: Row) -> ExecutionRecord:
-    return ExecutionRecord(job_execution_from_row(row), extras_from_row(row))
+    execution = job_execution_from_row(row)
+    return ExecutionRecord(execution, extras_from_row(row, execution.updated_at))
 
 
 def execution_record(execution_id: int) -> ExecutionRecord:
@@ -137,13 +152,13 @@ def with_extras(execution: JobExecution) -> ExecutionRecord:
     in the caller's unit of work so it sees that call's write)."""
     row = (
         models.JobExecution.objects.filter(pk=execution.id)
-        .annotate(owner_recorded=_owner_recorded())
+        .annotate(owner_recorded=_owner_recorded(), newest_step_write_at=newest_step_write())
         .values(*EXTRA_COLUMNS)
         .first()
     )
     if row is None:
         raise JobExecutionNotFound(id=execution.id)
-    return ExecutionRecord(execution, extras_from_row(row))
+    return ExecutionRecord(execution, extras_from_row(row, execution.updated_at))
 
 
 def instance_exists(instance_id: int) -> bool:
@@ -220,9 +235,18 @@ RECOVERY_DECISION_COLUMNS = (
 
 
 def recovery_decisions() -> QuerySet[Any, dict[str, Any]]:
-    rows: QuerySet[Any, dict[str, Any]] = models.RecoveryDecision.objects.values(
-        *RECOVERY_DECISION_COLUMNS
-    )
+    """Decisions with ``operation_id``: the one APPLIED RECOVER request of the same
+    execution at the observed version (a recovery applies once per execution and
+    version), by a subquery on ``ob_operator_execution``; null without one."""
+    request = models.OperatorRequest.objects.filter(
+        job_execution_id=OuterRef("job_execution_id"),
+        action="RECOVER",
+        outcome="APPLIED",
+        observed_version=OuterRef("execution_version"),
+    ).order_by("id")
+    rows: QuerySet[Any, dict[str, Any]] = models.RecoveryDecision.objects.annotate(
+        operation_id=Subquery(request.values("operation_id")[:1])
+    ).values(*RECOVERY_DECISION_COLUMNS, "operation_id")
     return rows
 
 

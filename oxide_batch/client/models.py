@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +93,9 @@ class _Run:
     counts: ExecutionCounts
     failure: FailureSummary | None
     version: int
+    # SPEC §9's activity (None from a server older than the member); keyword-only
+    # with a default so values built by hand need not name it.
+    last_activity_at: datetime | None = field(default=None, kw_only=True)
 
     @staticmethod
     def _common(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,6 +111,7 @@ class _Run:
             "counts": _counts(document["counts"]),
             "failure": _failure(document["failure"]),
             "version": int(document["version"]),
+            "last_activity_at": parse_instant(document.get("last_activity_at")),
         }
 
 

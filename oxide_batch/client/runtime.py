@@ -353,11 +353,14 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         document = self._get(f"steps/{_id(step)}/partitions")
         return [Partition.from_json(item) for item in document["partitions"]]
 
-    def restart_partitions(self, target_step: Ref, source_step: Ref) -> list[Partition]:
-        _, document = self._post(
-            f"steps/{_id(target_step)}/partitions/restart",
-            {"source_step_execution_id": _id(source_step)},
-        )
+    def restart_partitions(
+        self, target_step: Ref, source_step: Ref | None = None
+    ) -> list[Partition]:
+        """Carry an earlier attempt's plan into ``target_step``; without
+        ``source_step`` the server takes the step ``target_step`` took over from
+        (the newest of the same node in an earlier attempt)."""
+        body = {} if source_step is None else {"source_step_execution_id": _id(source_step)}
+        _, document = self._post(f"steps/{_id(target_step)}/partitions/restart", body)
         return [Partition.from_json(item) for item in document["partitions"]]
 
     def assign_partition(

@@ -103,6 +103,9 @@ class ExecutionView:
     """A job execution with its operator-facing control evidence.
 
     The owner token itself is never carried: only whether one is recorded.
+    ``last_activity_at`` is the row's own activity; ``newest_step_write_at`` is
+    filled by the reads that look at the steps too (the selectors), and
+    :attr:`activity_at` combines them.
     """
 
     execution: JobExecution
@@ -111,6 +114,14 @@ class ExecutionView:
     owner_recorded: bool = False
     last_observed_at: datetime | None = None
     last_activity_at: datetime | None = None
+    newest_step_write_at: datetime | None = None
+
+    @property
+    def activity_at(self) -> datetime:
+        """SPEC §9's activity (the API's ``last_activity_at``); a row without
+        the column (written outside the adapter) counts from ``updated_at``."""
+        own = self.last_activity_at or self.execution.updated_at
+        return latest_activity(own, self.newest_step_write_at)
 
     @property
     def id(self) -> int:
@@ -249,12 +260,21 @@ class LatestStep:
         }
 
 
+def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:
+    """SPEC §9's activity of an execution: the later of its own (runtime writes and
+    the owner's observations, the row's ``last_activity_at``) and its newest step
+    write (transition, chunk commit: the steps' ``updated_at``)."""
+    return own if newest_step_write is None else max(own, newest_step_write)
+
+
 @dataclass(frozen=True)
 class RecoveryEvidence:
     """The durable evidence about one execution that a recovery decides on.
 
-    ``last_activity_at`` is the latest runtime write or owner observation;
-    ``newest_step_write_at`` the newest ``updated_at`` of its steps.
+    ``last_activity_at`` is the execution row's own activity (its latest runtime
+    write or owner observation) and ``newest_step_write_at`` the newest
+    ``updated_at`` of its steps — the digest covers both under these names
+    (encoding v1); :attr:`activity_at` is the later of the two.
     """
 
     job_execution_id: int
@@ -281,16 +301,16 @@ class RecoveryEvidence:
         )
 
     @property
-    def last_active_at(self) -> datetime:
-        """The latest of the execution's activity and its steps' writes."""
-        if self.newest_step_write_at is None:
-            return self.last_activity_at
-        return max(self.last_activity_at, self.newest_step_write_at)
+    def activity_at(self) -> datetime:
+        """SPEC §9's activity: the latest of the execution's own activity
+        (``last_activity_at``) and its steps' writes — what the API and the
+        commands call ``last_activity_at`` on an execution and a proposal."""
+        return latest_activity(self.last_activity_at, self.newest_step_write_at)
 
     def inactivity(self, now: datetime) -> timedelta:
-        """``now`` minus the last activity; never negative (a clock behind the
+        """``now`` minus the activity; never negative (a clock behind the
         evidence reads as "just active", which is never stale)."""
-        return max(timedelta(0), now - self.last_active_at)
+        return max(timedelta(0), now - self.activity_at)
 
     def encoded(self) -> dict[str, Any]:
         """The digest's input (see the module docstring)."""

@@ -16,9 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 from oxide_batch.observability.context import current_request_id
@@ -309,3 +310,34 @@ class JsonFormatter(logging.Formatter):
             if record.exc_info and record.exc_info[0] is not None:
                 document["exception"] = record.exc_info[0].__name__
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@contextlib.contextmanager
+def muted(below: int = WARNING) -> Iterator[None]:
+    """Drop events below ``below`` while the block runs (a read-only command
+    answers and says nothing else; a warning or an error still goes through)."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return record.levelno >= below
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+@contextlib.contextmanager
+def written_to(path: Path) -> Iterator[None]:
+    """Events go to ``path`` (JSON lines, appended; its directory is created)
+    instead of the configured handlers while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(JsonFormatter())
+    saved = logger.handlers[:]
+    logger.handlers = [handler]
+    try:
+        yield
+    finally:
+        logger.handlers = saved
+        handler.close()

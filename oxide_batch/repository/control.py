@@ -70,7 +70,8 @@ def recorded_token(row: Row) -> bytes | None:
 
 
 def execution_view_from_row(row: Row) -> ExecutionView:
-    """A ``CONTROL_COLUMNS`` row as an ``ExecutionView`` (the token stays behind)."""
+    """A ``CONTROL_COLUMNS`` row as an ``ExecutionView`` (the token stays behind);
+    with ``newest_step_write_at`` (:func:`newest_step_write`) when annotated."""
     return ExecutionView(
         execution=job_execution_from_row(row),
         stop_requested_at=row["stop_requested_at"],
@@ -78,7 +79,16 @@ def execution_view_from_row(row: Row) -> ExecutionView:
         owner_recorded=row["owner_token"] is not None,
         last_observed_at=row["last_observed_at"],
         last_activity_at=row["last_activity_at"],
+        newest_step_write_at=row.get("newest_step_write_at"),
     )
+
+
+def newest_step_write(using: str = "default") -> Subquery:
+    """The newest ``updated_at`` of the steps of the execution in ``OuterRef("pk")``
+    (a correlated subquery on the ``ob_step_name`` index, led by the execution id):
+    the step half of SPEC §9's activity."""
+    steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
+    return Subquery(steps.order_by("-updated_at").values("updated_at")[:1])
 
 
 def _evidence_query(using: str) -> Any:
@@ -100,7 +110,7 @@ def _evidence_query(using: str) -> Any:
             latest_step_version=latest_column("version"),
             latest_step_checkpoint=latest_column("checkpoint"),
             latest_step_checksum=latest_column("checkpoint_checksum"),
-            newest_step_write_at=Subquery(steps.order_by("-updated_at").values("updated_at")[:1]),
+            newest_step_write_at=newest_step_write(using),
             completed_partition=Exists(
                 models.StepPartition.objects.using(using).filter(
                     step_execution__job_execution_id=OuterRef("pk"),

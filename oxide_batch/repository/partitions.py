@@ -313,9 +313,14 @@ class PartitionOperations(UnitOfWorkBase):
 
     @operation
     def restart_step_partition_plan(
-        self, source_step_execution_id: int, target_step_execution_id: int
+        self, source_step_execution_id: int | None, target_step_execution_id: int
     ) -> list[StepPartition]:
         """Carry a failed or stopped attempt's plan over to the restarted step, in ordinal order.
+
+        ``source_step_execution_id`` ``None``: the server's own answer — the newest
+        step of the same node and job instance in an earlier attempt (the step a
+        restarted step takes its state over from); none → ``RestartStateNotFound``
+        (two indexed reads before the locks below).
 
         Locks the source's job execution, then both steps (one statement, id
         order). Same key, ordinal and context (verified, copied as stored);
@@ -333,8 +338,11 @@ class PartitionOperations(UnitOfWorkBase):
         other; ``FaultStateCorrupt`` for a source context that does not verify
         (SPEC §10). Like a new plan, it must commit before workers are assigned.
         """
-        source_id = self._id(STEP_EXECUTION, source_step_execution_id)
         target_id = self._id(STEP_EXECUTION, target_step_execution_id)
+        if source_step_execution_id is None:
+            source_id = self._earlier_step_of_node(target_id)
+        else:
+            source_id = self._id(STEP_EXECUTION, source_step_execution_id)
         source_job = self._lock_job_execution_of(source_id)
         steps = self._lock_steps(source_id, target_id)
         source, target = steps[source_id], steps[target_id]
@@ -371,6 +379,31 @@ class PartitionOperations(UnitOfWorkBase):
         return [read_partition({**row, "id": ids[row["ordinal"]]}) for row in new_rows]
 
     # -- helpers -------------------------------------------------------------------
+
+    def _earlier_step_of_node(self, target_id: int) -> int:
+        """The newest step of ``target_id``'s node and instance in another (earlier)
+        attempt, on the ``ob_step_node`` index. ``StepExecutionNotFound`` for the
+        target; ``RestartStateNotFound`` when no earlier attempt ran the node."""
+        steps = models.StepExecution.objects.using(self._using)
+        target = (
+            steps.filter(pk=target_id)
+            .values("job_instance_id", "job_execution_id", "node_id", "step_name")
+            .first()
+        )
+        if target is None:
+            raise StepExecutionNotFound(id=target_id)
+        source: int | None = (
+            steps.filter(job_instance_id=target["job_instance_id"], node_id=target["node_id"])
+            .exclude(job_execution_id=target["job_execution_id"])
+            .order_by("-id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        if source is None:
+            raise RestartStateNotFound(
+                execution_id=target["job_execution_id"], step_name=target["step_name"]
+            )
+        return source
 
     def _plans_created_here(self) -> set[int]:
         created: set[int] | None = getattr(self, "_partition_plans_created", None)

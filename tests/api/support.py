@@ -42,6 +42,7 @@ EXECUTION_KEYS = {
     "stop_requested_at",
     "owner_recorded",
     "last_observed_at",
+    "last_activity_at",
     "definition",
 }
 STEP_KEYS = {
@@ -59,6 +60,7 @@ STEP_KEYS = {
     "counts",
     "failure",
     "version",
+    "last_activity_at",
 }
 PARTITION_KEYS = {
     "id",

@@ -22,7 +22,8 @@ AUDIT_DECISION_KEYS = {
     "prior_status",
     "resulting_status",
     "reason_code",
-    "operator_reference",
+    "actor",
+    "operation_id",
     "evidence_digest_prefix",
     "decided_at",
     "resolved_step_ids",
@@ -71,7 +72,11 @@ def test_recovery_decisions(
         "FAILED",
         1,
     )
-    assert (row["reason_code"], row["operator_reference"]) == ("WORKER_LOST", "operator-user")
+    # One name for the audited operator, and the operation id of the request that
+    # made the decision, as on every audit row (issue 15).
+    assert (row["reason_code"], row["actor"]) == ("WORKER_LOST", "operator-user")
+    assert row["operation_id"] == "recover-a" == first["record"]["operation_id"]
+    assert rows[0]["operation_id"] == "recover-b"
     assert INSTANT.fullmatch(row["decided_at"])
     only = viewer.get("audit/recovery-decisions", job_execution_id=first["execution"]["id"])
     assert [r["id"] for r in only["results"]] == [first["decision"]["id"]]

@@ -153,7 +153,7 @@ def test_an_unknown_commit_is_recovered_and_the_restart_resumes(
     decisions = list(operator.audit("recovery-decisions", job_instance_id=instance.id))
     assert len(decisions) == 1
     decision = decisions[0]
-    assert decision["operator_reference"] == OPERATOR_NAME
+    assert decision["actor"] == OPERATOR_NAME
     assert decision["reason_code"] == "UNKNOWN_EFFECT"
     assert decision["evidence_digest_prefix"] == proposal.evidence_digest[:12]
     records = list(operator.audit("retention-records", job_instance_id=instance.id))

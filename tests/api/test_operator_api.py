@@ -37,7 +37,7 @@ PROPOSAL_KEYS = {
     "owner_recorded",
     "failure_category",
     "default_failure_category",
-    "last_active_at",
+    "last_activity_at",
     "inactive_seconds",
     "threshold_seconds",
     "markers",
@@ -85,7 +85,8 @@ DECISION_KEYS = {
     "prior_status",
     "resulting_status",
     "reason_code",
-    "operator_reference",
+    "actor",
+    "operation_id",
     "evidence_digest",
     "decided_at",
     "resolved_step_ids",
@@ -179,7 +180,7 @@ def test_a_proposal_of_an_unknown_commit(rt: Runtime, viewer: Runtime, fixed: Fi
         "committed_flow_decision": False,
     }
     assert (proposal["inactive_seconds"], proposal["threshold_seconds"]) == (90, 900)
-    assert INSTANT.fullmatch(proposal["last_active_at"])
+    assert INSTANT.fullmatch(proposal["last_activity_at"])
     evidence = proposal["evidence"]
     assert set(evidence) == EVIDENCE_KEYS
     assert set(evidence["markers"]) == MARKER_KEYS
@@ -259,7 +260,8 @@ def test_recover_marks_a_stale_orphan_failed(
     assert decision["evidence_digest"] == proposal["evidence_digest"]  # in full
     assert (decision["prior_status"], decision["resulting_status"]) == ("STARTED", "FAILED")
     assert (decision["execution_version"], decision["reason_code"]) == (1, "WORKER_LOST")
-    assert decision["operator_reference"] == OPERATOR_NAME
+    assert decision["actor"] == OPERATOR_NAME == body["record"]["actor"]
+    assert decision["operation_id"] == body["operation_id"] == body["record"]["operation_id"]
     record = body["record"]
     assert (record["action"], record["prior_status"], record["result_status"]) == (
         "RECOVER",

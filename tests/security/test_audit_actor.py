@@ -94,7 +94,7 @@ def test_audit_rows_keep_the_actor_after_the_user_is_deleted(
         ("STOP", OPERATOR_NAME),
     }
     decisions = viewer.get("audit/recovery-decisions")["results"]
-    assert [d["operator_reference"] for d in decisions] == [OPERATOR_NAME]
+    assert [d["actor"] for d in decisions] == [OPERATOR_NAME]
     records = viewer.get("audit/retention-records")["results"]
     assert [(r["action"], r["actor"]) for r in records] == [("HOLD", OPERATOR_NAME)]
 

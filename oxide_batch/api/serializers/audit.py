@@ -19,7 +19,8 @@ DIGEST_PREFIX = 12
 
 
 class AuditRecoveryDecisionOutput(Output):
-    """A recovery decision in the audit list (the evidence digest as a prefix)."""
+    """A recovery decision in the audit list (the evidence digest as a prefix);
+    ``actor`` and ``operation_id`` as on every audit row."""
 
     id = serializers.IntegerField()
     job_instance_id = serializers.IntegerField()
@@ -28,7 +29,17 @@ class AuditRecoveryDecisionOutput(Output):
     prior_status = EnumField(BatchStatus)
     resulting_status = EnumField(BatchStatus)
     reason_code = serializers.CharField()
-    operator_reference = serializers.CharField()
+    actor = serializers.CharField(
+        source="operator_reference",
+        help_text="The authenticated user's name (or user:<id>), as on the operator request.",
+    )
+    operation_id = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "The APPLIED RECOVER operator request of this execution and observed "
+            "version; null when there is none (audit-pruned, or recorded without one)."
+        ),
+    )
     evidence_digest_prefix = serializers.SerializerMethodField(
         help_text=f"The first {DIGEST_PREFIX} hex characters of the evidence digest."
     )

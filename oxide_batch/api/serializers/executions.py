@@ -107,6 +107,11 @@ class DefinitionRefOutput(Output):
 
 
 class ExecutionOutput(Output):
+    """A job execution. ``updated_at`` is when the row's version last moved (a
+    transition, an exit status, a recovery; not a step's chunk commit, not a
+    stop request or a control observation); ``last_activity_at`` is the activity
+    recovery measures inactivity from (SPEC §9)."""
+
     id = serializers.IntegerField(source="execution.id")
     job_instance_id = serializers.IntegerField(source="execution.job_instance_id")
     job_name = serializers.CharField(source="execution.job_name")
@@ -124,6 +129,14 @@ class ExecutionOutput(Output):
     stop_requested_at = InstantField(source="extras.stop_requested_at", allow_null=True)
     owner_recorded = serializers.BooleanField(source="extras.owner_recorded")
     last_observed_at = InstantField(source="extras.last_observed_at", allow_null=True)
+    last_activity_at = InstantField(
+        source="extras.last_activity_at",
+        help_text=(
+            "The latest runtime write (transition, exit status), owner control "
+            "observation or step write (transition, chunk commit) — what the recovery "
+            "proposal's `last_activity_at` and inactivity are computed from."
+        ),
+    )
     definition = DefinitionRefOutput(
         source="extras.definition",
         allow_null=True,

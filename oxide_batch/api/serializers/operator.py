@@ -166,9 +166,13 @@ class RecoveryProposalOutput(Output):
     default_failure_category = serializers.SerializerMethodField(
         help_text="What MARK_FAILED records when `failure_category` is not sent."
     )
-    last_active_at = InstantField(
-        source="evidence.last_active_at",
-        help_text="The latest runtime write, owner observation or step write.",
+    last_activity_at = InstantField(
+        source="evidence.activity_at",
+        help_text=(
+            "The latest runtime write, owner observation or step write (the execution's "
+            "`last_activity_at`): the later of the evidence's `last_activity_at` (the "
+            "execution row's own) and `newest_step_write_at`."
+        ),
     )
     inactive_seconds = serializers.SerializerMethodField()
     threshold_seconds = serializers.SerializerMethodField(
@@ -227,17 +231,40 @@ class OperatorRecordOutput(Output):
     requested_at = InstantField()
 
 
+@dataclass(frozen=True)
+class DecisionRecord:
+    """A recovery decision with the operation id of the operator request that
+    made it (the decision row does not store it: SPEC's audit joins them)."""
+
+    decision: RecoveryDecision
+    operation_id: str | None
+
+
 class RecoveryDecisionOutput(Output):
-    id = serializers.IntegerField()
-    job_execution_id = serializers.IntegerField()
-    execution_version = serializers.IntegerField(help_text="The version the operator observed.")
-    prior_status = EnumField(BatchStatus)
-    resulting_status = EnumField(BatchStatus)
-    reason_code = serializers.CharField()
-    operator_reference = serializers.CharField()
+    """A recovery decision: ``actor`` is the audited operator (the name every audit
+    row uses), ``operation_id`` the operator request that made it."""
+
+    id = serializers.IntegerField(source="decision.id")
+    job_execution_id = serializers.IntegerField(source="decision.job_execution_id")
+    execution_version = serializers.IntegerField(
+        source="decision.execution_version", help_text="The version the operator observed."
+    )
+    prior_status = EnumField(BatchStatus, source="decision.prior_status")
+    resulting_status = EnumField(BatchStatus, source="decision.resulting_status")
+    reason_code = serializers.CharField(source="decision.reason_code")
+    actor = serializers.CharField(
+        source="decision.operator_reference",
+        help_text="The authenticated user's name (or user:<id>), as on the operator request.",
+    )
+    operation_id = serializers.CharField(
+        allow_null=True,
+        help_text="The operator request that made the decision (null for a decision "
+        "recorded without one, e.g. by the demo).",
+    )
     evidence_digest = serializers.SerializerMethodField(help_text="In full (64 hex).")
-    decided_at = InstantField()
+    decided_at = InstantField(source="decision.decided_at")
     resolved_step_ids = serializers.ListField(
+        source="decision.resolved_step_ids",
         child=serializers.IntegerField(),
         help_text=(
             "The unfinished steps (STARTING, STARTED, STOPPING, UNKNOWN) the decision "
@@ -246,8 +273,8 @@ class RecoveryDecisionOutput(Output):
     )
 
     @extend_schema_field(serializers.CharField())
-    def get_evidence_digest(self, decision: RecoveryDecision) -> str:
-        return decision.evidence_digest.hex()
+    def get_evidence_digest(self, record: DecisionRecord) -> str:
+        return record.decision.evidence_digest.hex()
 
 
 class OperatorResponseOutput(Output):
@@ -285,7 +312,11 @@ def operator_data(
         "record": result.record,
     }
     if recover:
-        document["decision"] = result.decision
+        document["decision"] = (
+            None
+            if result.decision is None
+            else DecisionRecord(result.decision, result.operation_id)
+        )
         data: dict[str, Any] = RecoverResponseOutput(document).data
     else:
         data = OperatorResponseOutput(document).data

@@ -54,14 +54,19 @@ class PartitionPlanInput(Input):
 
 
 class PlanRestartInput(Input):
-    source_step_execution_id = IdField()
+    source_step_execution_id = IdField(
+        required=False,
+        help_text=(
+            "The step whose plan to carry; default: the newest step of the same node "
+            "in an earlier attempt of the instance (the step this one took over from)."
+        ),
+    )
 
-    def to_domain(self) -> int:
-        return identifier(
-            "source_step_execution_id",
-            K.STEP_EXECUTION,
-            self.validated_data["source_step_execution_id"],
-        )
+    def to_domain(self) -> int | None:
+        source: int | None = self.validated_data.get("source_step_execution_id")
+        if source is None:
+            return None
+        return identifier("source_step_execution_id", K.STEP_EXECUTION, source)
 
 
 class PartitionCasInput(Input):

@@ -67,6 +67,10 @@ class ChunkInput(Input):
 
 
 class StepOutput(Output):
+    """A step execution. Every write to a step (a transition, a chunk commit, the
+    recovery that resolves it) moves its version and ``updated_at``;
+    ``last_activity_at`` is that same instant under the name executions use."""
+
     id = serializers.IntegerField()
     job_instance_id = serializers.IntegerField()
     job_execution_id = serializers.IntegerField()
@@ -81,6 +85,10 @@ class StepOutput(Output):
     counts = CountsOutput()
     failure = FailureOutput(allow_null=True)
     version = serializers.IntegerField()
+    last_activity_at = InstantField(
+        source="updated_at",
+        help_text="The step's last write (transition, chunk commit); equals `updated_at`.",
+    )
 
 
 class EnvelopeOutput(Output):

@@ -83,7 +83,9 @@ class PartitionRestartView(BatchView):
         operation_id="restart_partition_plan",
         summary="Carry a stopped or failed attempt's plan into this restarted step",
         description=(
-            "COMPLETED partitions are carried with their worker and not rerun. A source "
+            "COMPLETED partitions are carried with their worker and not rerun. Without "
+            "`source_step_execution_id` the source is the newest step of the same node in "
+            "an earlier attempt of the instance (the step this one took over from). A source "
             "step of another node or job instance is `invalid_request` on "
             "`source_step_execution_id` (`partition_restart_mismatch`); a source job "
             "execution that is not STOPPED or FAILED is `not_restartable`; a source "

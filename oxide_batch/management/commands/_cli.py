@@ -8,7 +8,11 @@
 - explicit intent: ``--yes``/``--no-input`` or an interactive confirmation;
 - operation ids: without a terminal a mutating command needs ``--operation-id``,
   with one an id is generated and printed to stderr;
-- ``--actor``, defaulting to ``cli:<login name>``.
+- ``--actor``, defaulting to ``cli:<login name>``;
+- an error whose answer a setting decides names it (:attr:`OxideCommand.settings_named`:
+  ``age_bound_too_small: … (OXIDE_BATCH_PURGE_MIN_AGE)``);
+- a read-only command (:attr:`OxideCommand.read_only`) writes no event lines
+  below WARNING: its answer is all it prints.
 
 A command subclasses :class:`OxideCommand`, adds its options in
 ``add_command_arguments`` and implements ``run(**options) -> dict``; bad input
@@ -23,13 +27,14 @@ import getpass
 import json
 import secrets
 import sys
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
-from oxide_batch.domain.durations import parse_duration
+from oxide_batch.domain.durations import parse_age, parse_duration
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
     ConcurrentModification,
@@ -53,6 +58,7 @@ from oxide_batch.domain.errors import (
     UnsupportedManifestVersion,
 )
 from oxide_batch.domain.names import OperatorStringKind
+from oxide_batch.observability import events
 from oxide_batch.repository.faults import translate
 from oxide_batch.services.audit import Actor, validate_operation_id
 
@@ -113,13 +119,25 @@ class CommandFailed(Exception):
         self.message = message
 
 
-def error_document(error: BaseException) -> dict[str, Any]:
+def error_document(
+    error: BaseException, settings_named: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``{code, message, details}``, plus ``setting`` when one of ``settings_named``
+    (error code → setting) decided the answer; the message names it too."""
+    details: dict[str, Any] = {}
     if isinstance(error, OxideBatchError):
-        return {"code": error.code, "message": error.message, "details": error.details()}
-    if isinstance(error, CommandFailed):
-        return {"code": error.code, "message": error.message, "details": {}}
-    # One line: a driver's message may span several (a traceback-like wall).
-    return {"code": "database_error", "message": " ".join(str(error).split()), "details": {}}
+        code, message, details = error.code, error.message, error.details()
+    elif isinstance(error, CommandFailed):
+        code, message = error.code, error.message
+    else:
+        # One line: a driver's message may span several (a traceback-like wall).
+        code, message = "database_error", " ".join(str(error).split())
+    document: dict[str, Any] = {"code": code, "message": message, "details": details}
+    setting = (settings_named or {}).get(code)
+    if setting is not None:
+        document["message"] = f"{message} ({setting})"
+        document["setting"] = setting
+    return document
 
 
 # -- terminals (module functions so tests can stand in for a person) -----------------
@@ -143,6 +161,15 @@ def duration_arg(text: str) -> timedelta:
     """``90s``, ``15m``, ``1h``, ``30d`` (argparse type: a usage error otherwise)."""
     try:
         return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def age_arg(text: str) -> timedelta:
+    """An age as the API's ``unresolved_for`` takes it: seconds (``900``) or a
+    duration (``90s``, ``15m``, ``1h``) — argparse type."""
+    try:
+        return parse_age(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -197,6 +224,10 @@ class OxideCommand(BaseCommand):
 
     requires_system_checks: list[str] = []
     json_output = False
+    # A read: no event lines below WARNING (the answer is the output).
+    read_only = False
+    # Error code → the setting that decides it, named in the error's message.
+    settings_named: Mapping[str, str] = {}
     # Filled by ``run`` as it goes, so an error still reports what was done.
     report: dict[str, Any]
 
@@ -238,7 +269,11 @@ class OxideCommand(BaseCommand):
         self.json_output = bool(options.get("json"))
         self.report = {}
         try:
-            document = self.run(**options)
+            if self.read_only:
+                with events.muted():
+                    document = self.run(**options)
+            else:
+                document = self.run(**options)
         except (OxideBatchError, CommandFailed, DatabaseError) as error:
             if isinstance(error, DatabaseError):
                 # A read outside the repository (a selector) meets the same faults:
@@ -247,7 +282,7 @@ class OxideCommand(BaseCommand):
             code = exit_code_for(error)
             if self.json_output:
                 self.stdout.write(json.dumps(self._failure(error, code)))
-            detail = error_document(error)
+            detail = error_document(error, self.settings_named)
             raise CommandError(f"{detail['code']}: {detail['message']}", returncode=code) from None
         if self.json_output:
             self.stdout.write(
@@ -261,7 +296,7 @@ class OxideCommand(BaseCommand):
             "command": self.command_name,
             "ok": False,
             "exit_code": int(code),
-            "error": error_document(error),
+            "error": error_document(error, self.settings_named),
         }
         if getattr(self, "report", None):
             document["progress"] = self.report

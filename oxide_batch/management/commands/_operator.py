@@ -8,9 +8,11 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.selectors import execution_view
 from oxide_batch.services.operator import OperatorResult, OperatorService
 
 
@@ -24,11 +26,12 @@ def instant(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def execution_json(execution: JobExecution | ExecutionView) -> dict[str, Any]:
-    view = execution if isinstance(execution, ExecutionView) else None
-    core = view.execution if view else execution
-    assert isinstance(core, JobExecution)
-    document: dict[str, Any] = {
+def execution_json(view: ExecutionView) -> dict[str, Any]:
+    """An execution as the API shows it (without counts and definition):
+    ``last_activity_at`` is SPEC §9's activity, ``updated_at`` the row's last
+    versioned write."""
+    core = view.execution
+    return {
         "id": core.id,
         "job_instance_id": core.job_instance_id,
         "job_name": core.job_name,
@@ -45,22 +48,30 @@ def execution_json(execution: JobExecution | ExecutionView) -> dict[str, Any]:
             if core.failure
             else None
         ),
+        "stop_requested": view.stop_requested,
+        "stop_requested_at": instant(view.stop_requested_at),
+        "owner_recorded": view.owner_recorded,
+        "last_observed_at": instant(view.last_observed_at),
+        "last_activity_at": instant(view.activity_at),
     }
-    if view is not None:
-        document |= {
-            "stop_requested": view.stop_requested,
-            "stop_requested_at": instant(view.stop_requested_at),
-            "owner_recorded": view.owner_recorded,
-            "last_observed_at": instant(view.last_observed_at),
-            "last_activity_at": instant(view.last_activity_at),
-        }
-    return document
+
+
+def current_view(execution: JobExecution | None) -> ExecutionView | None:
+    """The execution an operator result names, read again with its stop, owner
+    and activity evidence (``None``: purged, as in a replay after a purge)."""
+    if execution is None:
+        return None
+    try:
+        return execution_view(execution.id)
+    except JobExecutionNotFound:
+        return None
 
 
 def proposal_json(proposal: RecoveryProposal) -> dict[str, Any]:
     evidence = proposal.evidence.encoded()
     return {
         "eligible": proposal.eligible,
+        "last_activity_at": instant(proposal.evidence.activity_at),
         "reason_code": proposal.reason_code,
         "inactive_seconds": int(proposal.inactive_for.total_seconds()),
         "threshold_seconds": int(proposal.threshold.total_seconds()),
@@ -71,15 +82,17 @@ def proposal_json(proposal: RecoveryProposal) -> dict[str, Any]:
 
 def result_json(result: OperatorResult) -> dict[str, Any]:
     record = result.record
+    view = current_view(result.execution)
     document: dict[str, Any] = {
         "outcome": result.outcome.value,
         "changed": result.changed,
         "operation_id": result.operation_id,
         # None: a replay after the execution was purged.
-        "execution": None if result.execution is None else execution_json(result.execution),
+        "execution": None if view is None else execution_json(view),
         "record": {
             "id": record.id,
             "action": record.action.value,
+            "operation_id": record.operation_id,
             "actor": record.actor,
             "outcome": record.outcome.value,
             "prior_status": record.prior_status.value if record.prior_status else None,
@@ -93,6 +106,9 @@ def result_json(result: OperatorResult) -> dict[str, Any]:
             "prior_status": result.decision.prior_status.value,
             "resulting_status": result.decision.resulting_status.value,
             "reason_code": result.decision.reason_code,
+            "actor": result.decision.operator_reference,
+            # The operator request that made it: this one.
+            "operation_id": result.operation_id,
             "evidence_digest_prefix": result.decision.evidence_digest.hex()[:12],
         }
     return document

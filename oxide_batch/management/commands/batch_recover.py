@@ -16,6 +16,7 @@ from oxide_batch.management.commands._operator import add_execution_target, resu
 
 class Command(OxideCommand):
     help = "Recover an execution as FAILED (restartable) or ABANDONED, with its evidence."
+    settings_named = {"execution_not_stale": "OXIDE_BATCH_RECOVERY_STALE_AFTER"}
 
     def add_command_arguments(self, parser: CommandParser) -> None:
         add_execution_target(parser, reason=True)

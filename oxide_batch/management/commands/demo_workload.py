@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -14,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from oxide_batch.demo.partitioned import run_partitioned_flow
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus, FailureCategory, RecoveryRequest
+from oxide_batch.observability import events
 from oxide_batch.selectors import repository_is_empty
 
 S = BatchStatus
@@ -28,11 +30,27 @@ class Command(BaseCommand):
             action="store_true",
             help="do nothing when the repository already holds job instances",
         )
+        parser.add_argument(
+            "--events-log",
+            metavar="FILE",
+            help="append the demo's event lines to FILE instead of stderr (scripts/run: "
+            "var/demo-events.log), so a first run's output stays readable",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["if_empty"] and not repository_is_empty():
             self.stdout.write("demo workload skipped: the repository is not empty")
             return
+        if options["events_log"] is None:
+            self._record()
+            self.stdout.write(self.style.SUCCESS("demo workload recorded"))
+            return
+        path = Path(options["events_log"])
+        with events.written_to(path):
+            self._record()
+        self.stdout.write(self.style.SUCCESS(f"demo workload recorded (events in {path})"))
+
+    def _record(self) -> None:
         now = datetime.now(UTC)
         work = Workload(now - timedelta(hours=6))
         etl = ["extract", "transform", "load"]
@@ -89,4 +107,3 @@ class Command(BaseCommand):
             work.launch("nightly_import", business_date=now.date().isoformat()), S.STARTED
         )
         work.run_steps(live, ["extract", "transform"], last=S.STARTED)
-        self.stdout.write(self.style.SUCCESS("demo workload recorded"))

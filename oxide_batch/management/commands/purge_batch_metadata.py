@@ -4,10 +4,17 @@ Each batch is a survey and an apply in its own transaction, audited under
 operation id ``<operation id>:<batch number>``. Interrupting (Ctrl-C) between
 or during batches leaves a consistent database: committed batches stay, the
 batch in flight rolls back; rerunning with the same ``--operation-id`` resumes.
+
+``--json`` has one shape for a dry run and a real run (:func:`report`):
+``counts`` is always what *this* invocation deleted — zero in a dry run, and a
+replayed batch adds to ``replayed_counts`` instead — so a wrapper that adds up
+``counts`` over its runs never counts a batch twice; a dry run's survey is
+``plan`` with ``would_delete``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +25,7 @@ from oxide_batch.domain.retention import (
     DEFAULT_PURGE_REASON,
     MAX_BATCH_BOUND,
     PURGE_KINDS,
+    PurgeCounts,
     PurgeCriteria,
     format_instant,
     purge_statuses,
@@ -33,11 +41,17 @@ from oxide_batch.management.commands._cli import (
     release_idle_connections,
 )
 from oxide_batch.services.audit import Outcome, validate_reason_code
-from oxide_batch.services.retention import MAX_RESURVEYS, PurgeRun, RetentionService
+from oxide_batch.services.retention import (
+    MAX_RESURVEYS,
+    PurgeBatch,
+    PurgeRun,
+    RetentionService,
+)
 
 # Room for ":<batch number>" and a re-survey's ".r<attempt>" in the 64-byte
 # operation id of each batch.
 BATCH_SUFFIX_BYTES = 16
+DRY_RUN = "DRY_RUN"
 
 
 class Command(OxideCommand):
@@ -46,6 +60,7 @@ class Command(OxideCommand):
         "execution ended before a cutoff, in audited batches. Held instances, "
         "definitions and audit rows are never purged."
     )
+    settings_named = {"age_bound_too_small": "OXIDE_BATCH_PURGE_MIN_AGE"}
 
     def add_command_arguments(self, parser: CommandParser) -> None:
         age = parser.add_mutually_exclusive_group(required=True)
@@ -80,7 +95,7 @@ class Command(OxideCommand):
                 statuses=criteria.statuses,
                 limit=criteria.bound,
             )
-            return {"outcome": "DRY_RUN", "dry_run": True, "plan": plan.to_json()}
+            return report(criteria, plan=plan.to_json(), held_excluded=plan.held_excluded)
         operation_id = self.operation_id(options, prefix="purge", reserve=BATCH_SUFFIX_BYTES)
         self.confirm(options, self._summary(options, provisional), operation_id)
         criteria = self._criteria(options, service.now())
@@ -93,7 +108,7 @@ class Command(OxideCommand):
             between_batches=release_idle_connections,
             requested=self._requested(options, criteria),
         )
-        self.report = self._report(run, operation_id)
+        self.report = run_report(run, operation_id)
         progress = tqdm(
             unit=" instances",
             desc="purged",
@@ -103,7 +118,7 @@ class Command(OxideCommand):
         try:
             for batch in run:
                 progress.update(batch.result.record.counts.job_instances)
-                self.report = self._report(run, operation_id)
+                self.report = run_report(run, operation_id)
         except KeyboardInterrupt:
             raise CommandFailed(
                 ExitCode.ERROR,
@@ -113,7 +128,7 @@ class Command(OxideCommand):
             ) from None
         finally:
             progress.close()
-            self.report = self._report(run, operation_id)
+            self.report = run_report(run, operation_id)
         return self.report
 
     @staticmethod
@@ -150,44 +165,104 @@ class Command(OxideCommand):
             f"({', '.join(criteria.ordered_statuses)}), {criteria.bound} per batch"
         )
 
-    @staticmethod
-    def _report(run: PurgeRun, operation_id: str) -> dict[str, Any]:
-        applied = any(b.result.outcome is Outcome.APPLIED for b in run.batches)
-        outcome = Outcome.REPLAYED if run.batches and not applied else Outcome.APPLIED
-        return {
-            "outcome": outcome.value,
-            "dry_run": False,
-            "operation_id": operation_id,
-            "criteria": {
-                "cutoff": format_instant(run.criteria.cutoff),
-                "job_name": run.criteria.job_name,
-                "statuses": run.criteria.ordered_statuses,
-                "batch_size": run.criteria.bound,
-            },
-            "counts": run.counts.as_dict(),
-            "held_excluded": run.held_excluded,
-            "resurveys": run.resurveys,
-            "max_resurveys": MAX_RESURVEYS,
-            "batches": [batch.to_json() for batch in run.batches],
-        }
-
     def render(self, document: dict[str, Any]) -> None:
+        criteria = document["criteria"]
         if document["dry_run"]:
-            plan = document["plan"]
             self.stdout.write(
-                f"dry run, nothing deleted: the next batch (cutoff {plan['cutoff']}, "
-                f"up to {plan['bound']} instances) would purge"
+                f"dry run, nothing deleted: the next batch (cutoff {criteria['cutoff']}, "
+                f"up to {criteria['batch_size']} instances) would purge"
             )
-            counts, held = plan["counts"], plan["held_excluded"]
+            counts = document["would_delete"]
         else:
             batches = document["batches"]
-            replayed = sum(1 for b in batches if b["outcome"] == Outcome.REPLAYED.value)
+            replayed = sum(1 for b in batches if b["replayed"])
             self.stdout.write(
                 f"purged in {len(batches)} batch(es) ({replayed} replayed), operation id "
-                f"{document['operation_id']}, cutoff {document['criteria']['cutoff']}"
+                f"{document['operation_id']}, cutoff {criteria['cutoff']}"
             )
-            counts, held = document["counts"], document["held_excluded"]
+            if replayed:
+                self.stdout.write(
+                    "  replayed batches were deleted by an earlier run: counted below "
+                    "only under 'replayed'"
+                )
+            counts = document["counts"]
         width = max(len(kind) for kind in PURGE_KINDS)
         for kind in PURGE_KINDS:
-            self.stdout.write(f"  {kind:<{width}}  {counts[kind]:>10}")
-        self.stdout.write(f"  held instances kept: {held}")
+            line = f"  {kind:<{width}}  {counts[kind]:>10}"
+            if document["replayed_counts"][kind]:
+                line += f"  (replayed {document['replayed_counts'][kind]})"
+            self.stdout.write(line)
+        self.stdout.write(f"  held instances kept: {document['held_excluded']}")
+
+
+def report(
+    criteria: PurgeCriteria,
+    *,
+    operation_id: str | None = None,
+    outcome: str = DRY_RUN,
+    batches: Sequence[PurgeBatch] = (),
+    held_excluded: int = 0,
+    resurveys: int = 0,
+    plan: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one ``--json`` shape of a dry run (``plan``) and of a real run (``batches``).
+
+    ``counts``: rows deleted by this invocation (its APPLIED batches); ``replayed_counts``:
+    what the replayed batches had deleted in an earlier run under the same operation id;
+    ``would_delete``: the dry run's survey counts (``null`` in a real run). Each batch
+    says ``replayed`` and carries its counts under the same two names."""
+    zero = PurgeCounts()
+    deleted, replayed = zero, zero
+    for batch in batches:
+        if batch.result.outcome is Outcome.REPLAYED:
+            replayed = replayed.plus(batch.result.record.counts)
+        else:
+            deleted = deleted.plus(batch.result.record.counts)
+    return {
+        "outcome": outcome,
+        "dry_run": plan is not None,
+        "operation_id": operation_id,
+        "criteria": {
+            "cutoff": format_instant(criteria.cutoff),
+            "job_name": criteria.job_name,
+            "statuses": criteria.ordered_statuses,
+            "batch_size": criteria.bound,
+        },
+        "counts": deleted.as_dict(),
+        "replayed_counts": replayed.as_dict(),
+        "would_delete": None if plan is None else plan["counts"],
+        "held_excluded": held_excluded,
+        "resurveys": resurveys,
+        "max_resurveys": MAX_RESURVEYS,
+        "batches": [batch_json(batch) for batch in batches],
+        "plan": plan,
+    }
+
+
+def batch_json(batch: PurgeBatch) -> dict[str, Any]:
+    """One batch: a replayed one deleted nothing now (``counts`` zero) and shows
+    what it had deleted as ``replayed_counts``."""
+    document = batch.to_json()
+    recorded = document.pop("counts")
+    replayed = batch.result.outcome is Outcome.REPLAYED
+    zero = PurgeCounts().as_dict()
+    document |= {
+        "replayed": replayed,
+        "counts": zero if replayed else recorded,
+        "replayed_counts": recorded if replayed else zero,
+    }
+    return document
+
+
+def run_report(run: PurgeRun, operation_id: str) -> dict[str, Any]:
+    """A real run's report: REPLAYED when every batch was (nothing deleted now)."""
+    applied = any(b.result.outcome is Outcome.APPLIED for b in run.batches)
+    outcome = Outcome.REPLAYED if run.batches and not applied else Outcome.APPLIED
+    return report(
+        run.criteria,
+        operation_id=operation_id,
+        outcome=outcome.value,
+        batches=run.batches,
+        held_excluded=run.held_excluded,
+        resurveys=run.resurveys,
+    )

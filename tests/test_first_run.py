@@ -1,0 +1,78 @@
+"""A quiet, clear first run (issue 15 point 4): the demo's event lines go to a
+file, and ``migrate`` does not warn that the schema needs ``migrate``.
+
+``scripts/run`` itself installs the project, so it is not run here; these are
+its pieces (the address helper, the demo's ``--events-log``, ``migrate``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from oxide_batch import checks as schema_checks
+from oxide_batch import models
+from oxide_batch.observability.events import EVENT_LOGGER
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.django_db(transaction=True)  # events are emitted after commit
+def test_the_demo_writes_its_event_lines_to_the_file_it_is_given(tmp_path):
+    console = Collect()
+    logger = logging.getLogger(EVENT_LOGGER)
+    logger.addHandler(console)
+    try:
+        out = io.StringIO()
+        log = tmp_path / "var" / "demo-events.log"
+        call_command("demo_workload", "--events-log", str(log), stdout=out)
+        assert console.records == []  # nothing on the console's handlers
+        lines = log.read_text().splitlines()
+        assert len(lines) > 20
+        assert {json.loads(line)["event"] for line in lines} >= {"execution.launched"}
+        assert f"events in {log}" in out.getvalue()
+        assert models.JobExecution.objects.exists()
+        # The configured handlers are back afterwards.
+        logger.info("after", extra={"oxide_event": {}})
+        assert [r.getMessage() for r in console.records] == ["after"]
+    finally:
+        logger.removeHandler(console)
+
+
+@pytest.mark.django_db
+def test_migrate_does_not_tell_the_user_to_run_migrate(monkeypatch):
+    monkeypatch.setattr(schema_checks, "read_schema_version", lambda: None)
+    # Elsewhere the check still says it.
+    assert [m.id for m in schema_checks.schema_version_check()] == ["oxide_batch.W001"]
+    out, err = io.StringIO(), io.StringIO()
+    # call_command skips the checks unless asked; manage.py migrate runs them.
+    call_command("migrate", "--noinput", verbosity=0, skip_checks=False, stdout=out, stderr=err)
+    assert "W001" not in out.getvalue() + err.getvalue()
+    assert "run manage.py migrate" not in out.getvalue() + err.getvalue()
+    monkeypatch.setattr(schema_checks, "read_schema_version", lambda: 10**6)
+    with pytest.raises(Exception, match="E001"):  # a newer schema still stops it
+        call_command("migrate", "--noinput", verbosity=0, skip_checks=False, stdout=out, stderr=err)
+
+
+def test_the_address_helper_waits_for_the_server_scripts_run_starts():
+    helper = [sys.executable, str(ROOT / "scripts" / "wait-for-address")]
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        for address in (f"127.0.0.1:{port}", f"0.0.0.0:{port}", str(port)):
+            assert subprocess.run([*helper, address], timeout=10, check=False).returncode == 0
