@@ -104,14 +104,14 @@ class BatchSchema(AutoSchema):
             isinstance(serializer, type) and issubclass(serializer, Input)
         ):
             schema["additionalProperties"] = False
-        fields = force_instance(serializer).fields
+        fields = force_instance(serializer).fields  # type: ignore[no-untyped-call]
         for name, field in fields.items():
             # A ListSerializer's bounds (partition plans) are not documented upstream.
             if isinstance(field, ListSerializer) and name in schema.get("properties", {}):
-                if field.min_length is not None:
-                    schema["properties"][name]["minItems"] = field.min_length
-                if field.max_length is not None:
-                    schema["properties"][name]["maxItems"] = field.max_length
+                for attribute, keyword in (("min_length", "minItems"), ("max_length", "maxItems")):
+                    bound = getattr(field, attribute, None)
+                    if bound is not None:
+                        schema["properties"][name][keyword] = bound
         return schema
 
     def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
