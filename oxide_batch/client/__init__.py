@@ -1,5 +1,12 @@
 """A small typed Python client of the runtime API (stdlib only, no Django).
 
+>>> with client.job_run("nightly_import", {"business_date": "2026-07-29"}) as run:
+...     with run.step("load") as step:
+...         step.commit(read=100, written=100, checkpoint={"offset": 100})
+
+is the high-level API (:mod:`oxide_batch.client.jobs`); underneath, one call
+per request:
+
 >>> client = RuntimeClient("http://127.0.0.1:8000", token="…")
 >>> instance, execution = client.launch("nightly_import", {"business_date": "2026-07-29"})
 >>> execution = client.start(execution)
@@ -16,7 +23,16 @@ re-reads before retrying: ``RuntimeClient.reconcile_*`` (or ``reconcile=True``)
 apply the rule of :mod:`oxide_batch.client.reconcile`.
 """
 
-from oxide_batch.client.errors import ApiError, InvalidRequest, Throttled, error_from_problem
+from oxide_batch.client.errors import (
+    ApiError,
+    ExecutionFenced,
+    InvalidRequest,
+    StepFailed,
+    StopRequested,
+    Throttled,
+    error_from_problem,
+)
+from oxide_batch.client.jobs import JobRun
 from oxide_batch.client.models import (
     Control,
     Definition,
@@ -33,16 +49,19 @@ from oxide_batch.client.models import (
 from oxide_batch.client.operator import OperatorClient
 from oxide_batch.client.reconcile import Outcome, Reconciliation, Superseded
 from oxide_batch.client.runtime import RuntimeClient
+from oxide_batch.client.steps import StepRun
 
 __all__ = [
     "ApiError",
     "Control",
     "Definition",
     "Execution",
+    "ExecutionFenced",
     "FlowDecision",
     "HoldOutcome",
     "Instance",
     "InvalidRequest",
+    "JobRun",
     "OperatorClient",
     "OperatorOutcome",
     "Outcome",
@@ -51,7 +70,10 @@ __all__ = [
     "RecoveryProposal",
     "RuntimeClient",
     "Step",
+    "StepFailed",
+    "StepRun",
     "StepState",
+    "StopRequested",
     "Superseded",
     "Throttled",
     "error_from_problem",

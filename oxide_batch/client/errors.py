@@ -121,3 +121,41 @@ def error_from_problem(
             rebuilt.replayed = True  # type: ignore[attr-defined]
         return rebuilt
     return ApiError(status, code, detail, problem)
+
+
+# ----------------------------------------------------------- the runtime helper's own
+
+
+class StopRequested(Exception):
+    """An operator's stop reached the runtime: the execution is STOPPING. Raised by
+    :mod:`oxide_batch.client.jobs` at a chunk or step boundary; the step and job
+    context managers end their rows STOPPED (the job's swallows it)."""
+
+    def __init__(self, execution_id: int) -> None:
+        super().__init__(f"execution {execution_id}: a stop was requested")
+        self.execution_id = execution_id
+
+
+class ExecutionFenced(Exception):
+    """The execution (or the step) is no longer this runtime's to write: an
+    operator recovered or abandoned it, or another owner's token is recorded. The
+    context managers write nothing more; the runtime must stop working on it."""
+
+    def __init__(self, execution_id: int, status: str, *, step_id: int | None = None) -> None:
+        where = f"execution {execution_id}" + ("" if step_id is None else f", step {step_id}")
+        super().__init__(f"{where} is {status}: no longer this runtime's to write")
+        self.execution_id = execution_id
+        self.status = status
+        self.step_id = step_id
+
+
+class StepFailed(Exception):
+    """A step ended FAILED (or UNKNOWN) without an exception of this process to
+    show — a partitioned step whose aggregation took a worker's failure.
+    ``failure`` is the summary the step carries (category and failure id)."""
+
+    def __init__(self, step_id: int, status: str, failure: Any) -> None:
+        super().__init__(f"step {step_id} ended {status}")
+        self.step_id = step_id
+        self.status = status
+        self.failure = failure

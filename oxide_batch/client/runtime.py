@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib import parse
 
 from oxide_batch.client.errors import ApiError
+from oxide_batch.client.jobs import JobRuns
 from oxide_batch.client.models import (
     Control,
     Definition,
@@ -60,9 +61,10 @@ def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
     return {"category": failure.category.value, "failure_id": failure.failure_id}
 
 
-class RuntimeClient(ReconcilingReads, ApiTransport):
+class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     """The runtime API of one server, authenticated with a token (of a user in
-    the ``batch-runtime`` group)."""
+    the ``batch-runtime`` group). ``job_run`` is the high-level API
+    (:mod:`oxide_batch.client.jobs`); the other methods are one request each."""
 
     # -- repository ------------------------------------------------------------------
 

@@ -1,0 +1,287 @@
+"""A Spring Batch-shaped runtime API over :class:`RuntimeClient` (stdlib only)::
+
+    with client.job_run("nightly_import", {"business_date": "2026-07-29"}) as run:
+        with run.step("load") as step:
+            offset = step.checkpoint.get("offset", 0) if step.checkpoint else 0
+            for chunk in read_chunks(source, start=offset, size=100):
+                write(chunk)
+                step.commit(read=len(chunk), written=len(chunk),
+                            checkpoint={"offset": offset := offset + len(chunk)})
+
+Entering :class:`JobRun` launches the instance's next attempt (a restart when
+the latest attempt is STOPPED or FAILED), records this runtime's owner token and
+moves it to STARTED. While it runs, a daemon thread observes ``control`` at
+least once per ``poll_interval`` (SPEC §9: the activity that keeps a live run
+from looking stale); every chunk commit and every step start observes it too,
+and raises ``StopRequested`` once the execution is STOPPING or
+``ExecutionFenced`` once it is no longer this runtime's. Leaving ends the
+execution: COMPLETED (STOPPED when a stop arrived after the last boundary);
+STOPPED after ``StopRequested`` (which it swallows); UNKNOWN (``UNKNOWN_COMMIT``)
+after a commit whose outcome stayed unknown; FAILED with the failing step's
+failure summary (or a new one) after any other exception; nothing at all after
+``ExecutionFenced``. The exit code is the final status unless ``run.exit_code``
+was set.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
+from oxide_batch.client.models import Execution, Instance, Partition, Step
+from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
+from oxide_batch.domain.errors import CommitOutcomeUnknown, OxideBatchError
+from oxide_batch.domain.execution import FailureSummary
+from oxide_batch.domain.status import BatchStatus
+
+if TYPE_CHECKING:
+    from oxide_batch.client.runtime import RuntimeClient
+
+log = logging.getLogger("oxide_batch.client.jobs")
+
+#: Seconds between two observations of ``control`` while no chunk is committed.
+DEFAULT_POLL_INTERVAL = 10.0
+
+PartitionWorker = Callable[[StepRun, Partition], None]
+
+
+class _Heartbeat(threading.Thread):
+    """Observes ``control`` every ``interval`` seconds until stopped. What it sees
+    is raised at the runtime's next boundary (which observes again), not here."""
+
+    def __init__(self, watch: ControlWatch, interval: float) -> None:
+        super().__init__(name=f"oxide-batch-control-{watch.execution_id}", daemon=True)
+        self.watch = watch
+        self.interval = interval
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.interval):
+            try:
+                self.watch.client.observe_control(self.watch.execution_id, self.watch.owner_token)
+            except (OxideBatchError, OSError):
+                log.warning("control observation failed; retrying", exc_info=True)
+
+    def stop(self) -> None:
+        self.finished.set()
+        self.join(timeout=self.interval + 5)
+
+
+class JobRun:
+    """``with client.job_run(job_name, parameters) as run:`` — see the module
+    docstring. ``run.execution`` is the execution as last seen, ``run.instance``
+    its instance, ``run.restarted`` whether this attempt is a restart."""
+
+    def __init__(
+        self,
+        client: RuntimeClient,
+        job_name: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        non_identifying: Mapping[str, Any] | None = None,
+        definition_digest: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        owner_token: bytes | None = None,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.client = client
+        self.job_name = job_name
+        self.parameters = dict(parameters or {})
+        self.non_identifying = non_identifying
+        self.definition_digest = definition_digest
+        self.poll_interval = poll_interval
+        self.owner_token = owner_token or secrets.token_bytes(16)
+        self.exit_code: str | None = None
+        self._failure: FailureSummary | None = None
+        self._instance: Instance | None = None
+        self._execution: Execution | None = None
+        self._heartbeat: _Heartbeat | None = None
+
+    # -- what the run is -------------------------------------------------------------
+
+    @property
+    def instance(self) -> Instance:
+        if self._instance is None:
+            raise RuntimeError("the job run has not been entered")
+        return self._instance
+
+    @property
+    def execution(self) -> Execution:
+        if self._execution is None:
+            raise RuntimeError("the job run has not been entered")
+        return self._execution
+
+    @property
+    def watch(self) -> ControlWatch:
+        return ControlWatch(self.client, self.execution.id, self.owner_token)
+
+    @property
+    def restarted(self) -> bool:
+        return self.execution.attempt > 1
+
+    # -- the run ---------------------------------------------------------------------
+
+    def __enter__(self) -> JobRun:
+        instance, _ = self.client.select_or_create_instance(
+            self.job_name, self.parameters, non_identifying=self.non_identifying
+        )
+        self._instance = instance
+        execution = self.client.create_execution(
+            instance.id, definition_digest=self.definition_digest
+        )
+        self._execution = execution
+        try:
+            execution = self.client.claim(execution, execution.version, self.owner_token)
+            self._execution = self.client.transition(
+                execution, execution.version, BatchStatus.STARTED, reconcile=True
+            )
+        except Exception as error:
+            self._end_after_failed_start(error)
+            raise
+        self._heartbeat = _Heartbeat(self.watch, self.poll_interval)
+        self._heartbeat.start()
+        return self
+
+    def check_control(self) -> Execution:
+        """Observe ``control`` now (a boundary of the caller's own); raises
+        ``StopRequested`` or ``ExecutionFenced`` as a chunk commit would."""
+        self._execution = self.watch.observe()
+        return self._execution
+
+    def step(
+        self, name: str, *, node_id: str | None = None, start_limit: int | None = None
+    ) -> StepRun:
+        """A step of this execution, entered with ``with``."""
+        return StepRun(
+            self.watch,
+            name,
+            node_id=node_id,
+            start_limit=start_limit,
+            on_failure=self.record_failure,
+        )
+
+    def partitioned_step(
+        self,
+        name: str,
+        keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+        worker: PartitionWorker,
+        *,
+        executor: Executor | None = None,
+        max_workers: int = 4,
+    ) -> Step:
+        """Plan ``keys`` (or carry the previous attempt's plan on a restart), run
+        ``worker(step, partition)`` for every partition not yet COMPLETED — in
+        ``executor`` (threads or processes; a worker for processes must be
+        picklable) or ``max_workers`` threads — then complete the partitions
+        from the worker rows and aggregate. Returns the parent step when it
+        aggregated COMPLETED; raises ``StopRequested`` (STOPPED),
+        ``StepFailed`` (FAILED or UNKNOWN) or ``ExecutionFenced``."""
+        from oxide_batch.client.partitioned import run_partitioned_step
+
+        return run_partitioned_step(
+            self, name, keys, worker, executor=executor, max_workers=max_workers
+        )
+
+    def record_failure(self, failure: FailureSummary) -> None:
+        """The failure the execution ends with if the run leaves on an exception
+        (the failing step's, so one failure id tells the whole story)."""
+        self._failure = failure
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        if isinstance(exc, ExecutionFenced):
+            return False
+        current = self.client.execution(self.execution.id)
+        self._execution = current
+        if not current.status.is_active:
+            raise ExecutionFenced(current.id, current.status.value)
+        if exc is None:
+            stopping = current.status is BatchStatus.STOPPING
+            self._end(BatchStatus.STOPPED if stopping else BatchStatus.COMPLETED)
+            return False
+        if isinstance(exc, StopRequested):
+            self._end(BatchStatus.STOPPED)
+            return True
+        if isinstance(exc, CommitOutcomeUnknown):
+            failure = self._failure or report_failure(exc, f"job {self.job_name!r}")
+            try:
+                self._end(BatchStatus.UNKNOWN, failure)
+            except OxideBatchError:
+                log.warning("execution %d could not be reported UNKNOWN", current.id)
+            return False
+        if isinstance(exc, StepFailed) and exc.failure is not None:
+            failure = exc.failure
+        else:
+            failure = self._failure or report_failure(exc, f"job {self.job_name!r}")
+        self._end(BatchStatus.FAILED, failure)
+        return False
+
+    def _end(self, status: BatchStatus, failure: FailureSummary | None = None) -> None:
+        execution = self.execution
+        watch = self.watch
+        code = self.exit_code or status.value
+        if status is not BatchStatus.UNKNOWN and execution.exit_code != code:
+            execution = watch.write(
+                None, lambda: self.client.exit_status(execution, execution.version, code)
+            )
+        ended = execution
+        self._execution = watch.write(
+            None,
+            lambda: self.client.transition(
+                ended, ended.version, status, failure=failure, reconcile=True
+            ),
+        )
+
+    def _end_after_failed_start(self, error: Exception) -> None:
+        """The attempt exists but could not start: leave it FAILED, not active
+        (an active attempt would block the instance until an operator recovers)."""
+        try:
+            current = self.client.execution(self.execution.id)
+            if current.status.is_active:
+                failure = report_failure(error, f"job {self.job_name!r} start")
+                self.client.transition(
+                    current, current.version, BatchStatus.FAILED, failure=failure
+                )
+        except OxideBatchError:
+            log.warning(
+                "execution %d could not be failed after its start failed", self.execution.id
+            )
+
+
+class JobRuns:
+    """:meth:`job_run`, a method of :class:`~oxide_batch.client.RuntimeClient`."""
+
+    def job_run(
+        self,
+        job_name: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        non_identifying: Mapping[str, Any] | None = None,
+        definition_digest: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        owner_token: bytes | None = None,
+    ) -> JobRun:
+        """A run of the instance of ``(job_name, parameters)``: launch or restart,
+        claim and start on entering ``with``; see :class:`JobRun`."""
+        return JobRun(
+            cast("RuntimeClient", self),
+            job_name,
+            parameters,
+            non_identifying=non_identifying,
+            definition_digest=definition_digest,
+            poll_interval=poll_interval,
+            owner_token=owner_token,
+        )

@@ -1,0 +1,180 @@
+"""A partitioned step of a :class:`~oxide_batch.client.jobs.JobRun` (stdlib only).
+
+The parent step is created and STARTED; its plan is the keys given, or — on a
+restart — the previous attempt's plan carried over (COMPLETED partitions with
+their worker and counts, every other partition unassigned again). Each
+partition not COMPLETED gets a worker step ``<name>:<ordinal>`` (which, on a
+restart, takes over the earlier worker row's checkpoint) and is assigned to it
+before any worker runs, so a stop or a crash leaves every partition accounted
+for. Workers run in the caller's executor (threads or processes) inside a
+:class:`~oxide_batch.client.steps.StepRun`; a worker that never ended its step
+(a dead process) has it ended FAILED here. Each partition is completed from
+its worker row as soon as its worker is done (a crash later keeps it COMPLETED
+for the restart); then the parent is aggregated: the most severe status wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
+from oxide_batch.client.models import Partition, Step
+from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
+from oxide_batch.domain.errors import RestartStateNotFound
+from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.status import BatchStatus
+
+if TYPE_CHECKING:
+    from oxide_batch.client.jobs import JobRun, PartitionWorker
+
+PARTITION_CONTEXT_SCHEMA = "oxide_batch.partition"
+
+
+@dataclass(frozen=True)
+class PartitionWork:
+    """What a worker needs, picklable for a process pool."""
+
+    watch: ControlWatch
+    worker_step: Step
+    partition: Partition
+
+
+def run_partition(work: PartitionWork, worker: PartitionWorker) -> None:
+    """Run ``worker`` on one partition inside its worker step (any process)."""
+    with StepRun(work.watch, work.worker_step.step_name, created=work.worker_step) as step:
+        worker(step, work.partition)
+
+
+def _entries(
+    keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+) -> list[str | tuple[str, Any]]:
+    entries: list[str | tuple[str, Any]] = []
+    for key in keys:
+        if isinstance(key, tuple):
+            entries.append((key[0], StateEnvelope(PARTITION_CONTEXT_SCHEMA, 1, dict(key[1]))))
+        else:
+            entries.append(key)
+    return entries
+
+
+def _plan(
+    run: JobRun,
+    parent: Step,
+    previous: Step | None,
+    keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+) -> list[Partition]:
+    """The previous attempt's plan carried into ``parent``, else a new one."""
+    client, watch = run.client, run.watch
+    if previous is not None and previous.job_execution_id != run.execution.id:
+        try:
+            return watch.write(parent.id, lambda: client.restart_partitions(parent, previous))
+        except RestartStateNotFound:
+            pass  # the previous attempt died before it planned
+    return watch.write(parent.id, lambda: client.plan_partitions(parent, _entries(keys)))
+
+
+def run_partitioned_step(
+    run: JobRun,
+    name: str,
+    keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+    worker: PartitionWorker,
+    *,
+    executor: Executor | None = None,
+    max_workers: int = 4,
+) -> Step:
+    """:meth:`JobRun.partitioned_step` (its docstring states the contract)."""
+    client, watch = run.client, run.watch
+    watch.observe()
+    previous = client.latest_flow_step(run.instance.id, name)
+    created = watch.write(None, lambda: client.create_step(run.execution, name))
+    parent = watch.write(
+        created.id,
+        lambda: client.transition_step(created, created.version, BatchStatus.STARTED),
+    )
+    partitions = _plan(run, parent, previous, keys)
+    work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
+    fenced = _run_workers(run, work, worker, executor, max_workers)
+    if fenced is not None:
+        raise fenced
+    current = client.step(parent.id)
+    parent = watch.write(parent.id, lambda: client.aggregate(current, current.version))
+    if parent.status is BatchStatus.COMPLETED:
+        return parent
+    if parent.status is BatchStatus.STOPPED:
+        raise StopRequested(run.execution.id)
+    if parent.failure is not None:
+        run.record_failure(parent.failure)
+    raise StepFailed(parent.id, parent.status.value, parent.failure)
+
+
+def _complete(run: JobRun, partition: Partition) -> None:
+    """Complete ``partition`` from its worker row (the status is copied there)."""
+    worker_id = partition.worker_step_execution_id
+    assert worker_id is not None
+    run.watch.write(
+        worker_id,
+        lambda: run.client.complete_partition(partition, partition.version, worker_id),
+    )
+
+
+def _to_run(partition: Partition) -> bool:
+    return partition.status is not BatchStatus.COMPLETED
+
+
+def _assign(run: JobRun, name: str, partition: Partition) -> PartitionWork:
+    client, watch = run.client, run.watch
+    step = watch.write(
+        None, lambda: client.create_step(run.execution, f"{name}:{partition.ordinal}")
+    )
+    assigned = watch.write(
+        step.id, lambda: client.assign_partition(partition, partition.version, step)
+    )
+    return PartitionWork(watch, step, assigned)
+
+
+def _run_workers(
+    run: JobRun,
+    work: Sequence[PartitionWork],
+    worker: PartitionWorker,
+    executor: Executor | None,
+    max_workers: int,
+) -> ExecutionFenced | None:
+    """Run every partition and complete each as soon as its worker is done, so
+    a crash later in the step keeps it COMPLETED for the restart. Each worker's
+    step context has reported and ended its step; a fenced worker stops the
+    completions (nothing is the runtime's to write any more)."""
+    own = executor is None
+    pool = ThreadPoolExecutor(max_workers=max_workers) if executor is None else executor
+    fenced: ExecutionFenced | None = None
+    try:
+        futures = {pool.submit(run_partition, item, worker): item for item in work}
+        for future in as_completed(futures):
+            error = future.exception()
+            if isinstance(error, ExecutionFenced):
+                fenced = fenced or error
+            if fenced is None:
+                _settle_worker(run, futures[future])
+                _complete(run, futures[future].partition)
+    finally:
+        if own:
+            pool.shutdown(wait=True)
+    return fenced
+
+
+def _settle_worker(run: JobRun, item: PartitionWork) -> None:
+    """End FAILED a worker step its worker left active (a process that died,
+    a start that failed): its partition can then be completed."""
+    client = run.client
+    step = client.step(item.worker_step.id)
+    if step.status.is_active:
+        failure = report_failure(
+            RuntimeError(f"worker of partition {item.partition.ordinal} left its step active"),
+            f"partition {item.partition.ordinal}",
+        )
+        run.watch.write(
+            step.id,
+            lambda: client.transition_step(step, step.version, BatchStatus.FAILED, failure=failure),
+        )

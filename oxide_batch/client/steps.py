@@ -1,0 +1,291 @@
+"""One step of a job run as a context manager, and the control watch a step's
+chunk boundaries consult (stdlib only; built on :class:`RuntimeClient`).
+
+:class:`StepRun` creates the step (a restart attempt's step takes over the
+newest earlier row of the same step: counts, checkpoint, context), moves it to
+STARTED, and commits chunks with the reconciling rule of
+:mod:`oxide_batch.client.reconcile`. After every chunk it observes ``control``
+(SPEC §9). Leaving it ends the step: COMPLETED, STOPPED after
+:class:`StopRequested`, UNKNOWN (``UNKNOWN_COMMIT``) after a commit whose outcome
+stayed unknown, FAILED with a failure summary after any other exception — the
+exception's text stays in this process's log under the failure id. After
+:class:`ExecutionFenced` it writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from oxide_batch.client.errors import ExecutionFenced, StopRequested
+from oxide_batch.client.models import Execution, Step
+from oxide_batch.client.reconcile import Superseded
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    ConcurrentModification,
+    IllegalTransition,
+    InvalidState,
+    OxideBatchError,
+    PartitionWorkerStale,
+    StaleVersion,
+    Unavailable,
+)
+from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.identifiers import MAX_IDENTIFIER
+from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.status import BatchStatus, FailureCategory
+
+if TYPE_CHECKING:
+    from oxide_batch.client.runtime import RuntimeClient
+
+log = logging.getLogger("oxide_batch.client.jobs")
+
+T = TypeVar("T")
+
+#: The schema of the checkpoints and contexts the helper writes (version 1).
+CHECKPOINT_SCHEMA = "oxide_batch.checkpoint"
+CONTEXT_SCHEMA = "oxide_batch.context"
+
+# A refusal of these kinds may mean an operator took the row away (SPEC §10:
+# after a recovery the old worker's writes are 409); a re-read tells.
+FENCING_ERRORS = (
+    StaleVersion,
+    InvalidState,
+    IllegalTransition,
+    PartitionWorkerStale,
+    Superseded,
+)
+
+
+def new_failure_id() -> int:
+    """A random failure id (1 … 2^63−1): what the log and the repository share."""
+    return secrets.randbelow(MAX_IDENTIFIER) + 1
+
+
+def failure_category(error: BaseException) -> FailureCategory:
+    """The category an exception is reported under."""
+    if isinstance(error, CommitOutcomeUnknown):
+        return FailureCategory.UNKNOWN_COMMIT
+    if isinstance(error, Unavailable):
+        return FailureCategory.TRANSIENT_INFRASTRUCTURE
+    if isinstance(error, StaleVersion | Superseded | ConcurrentModification):
+        return FailureCategory.OPTIMISTIC_CONFLICT
+    if isinstance(error, TimeoutError):
+        return FailureCategory.TIMEOUT
+    return FailureCategory.USER_COMPONENT
+
+
+def report_failure(error: BaseException, what: str) -> FailureSummary:
+    """A failure summary for ``error``; its text and traceback go to this
+    process's log (``oxide_batch.client.jobs``) under the failure id — never to
+    the server."""
+    summary = FailureSummary(failure_category(error), new_failure_id())
+    log.error(
+        "%s failed: failure_id=%d category=%s",
+        what,
+        summary.failure_id,
+        summary.category.value,
+        exc_info=(type(error), error, error.__traceback__),
+    )
+    return summary
+
+
+@dataclass(frozen=True)
+class ControlWatch:
+    """The runtime's view of one execution's ``control`` (picklable: a worker
+    process may carry it)."""
+
+    client: RuntimeClient
+    execution_id: int
+    owner_token: bytes
+
+    def observe(self) -> Execution:
+        """Observe ``control`` once: the execution when it is still the runtime's
+        to run; ``ExecutionFenced`` when it is not (another token recorded, or
+        finished/UNKNOWN — recovered, abandoned); ``StopRequested`` when it is
+        STOPPING (this observation may be what moved it there)."""
+        control = self.client.observe_control(self.execution_id, self.owner_token)
+        execution = control.execution
+        if not control.owner_matches or not execution.status.is_active:
+            raise ExecutionFenced(execution.id, execution.status.value)
+        if execution.status is BatchStatus.STOPPING:
+            raise StopRequested(execution.id)
+        return execution
+
+    def fenced(self, step_id: int | None, error: Exception) -> ExecutionFenced | None:
+        """After a refusal: ``ExecutionFenced`` when a re-read shows the step
+        finished or UNKNOWN, or the execution no longer active; else ``None``
+        (the refusal is the runtime's own business)."""
+        if step_id is not None:
+            step = self.client.step(step_id)
+            if not step.status.is_active:
+                return ExecutionFenced(self.execution_id, step.status.value, step_id=step_id)
+        execution = self.client.execution(self.execution_id)
+        if not execution.status.is_active:
+            return ExecutionFenced(execution.id, execution.status.value, step_id=step_id)
+        return None
+
+    def write(self, step_id: int | None, call: Callable[[], T]) -> T:
+        """``call()``; a refusal that means fencing becomes ``ExecutionFenced``."""
+        try:
+            return call()
+        except FENCING_ERRORS as error:
+            fenced = self.fenced(step_id, error)
+            if fenced is not None:
+                raise fenced from error
+            raise
+
+
+def _envelope(schema: str, payload: Mapping[str, Any] | None) -> StateEnvelope | None:
+    return None if payload is None else StateEnvelope(schema, 1, dict(payload))
+
+
+class StepRun:
+    """``with run.step("load") as step:`` — see the module docstring.
+
+    ``step.checkpoint`` / ``step.context`` are the payloads taken over on a
+    restart (``None`` when fresh); ``step.step`` is the row last received;
+    ``step.exit_code`` (default: the final status) may be set before leaving."""
+
+    def __init__(
+        self,
+        watch: ControlWatch,
+        name: str,
+        *,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+        created: Step | None = None,
+        on_failure: Callable[[FailureSummary], None] | None = None,
+    ) -> None:
+        self.watch = watch
+        self.client = watch.client
+        self.name = name
+        self.node_id = node_id
+        self.start_limit = start_limit
+        self.exit_code: str | None = None
+        self.checkpoint: Mapping[str, Any] | None = None
+        self.context: Mapping[str, Any] | None = None
+        self._created = created
+        self._on_failure = on_failure
+        self._step: Step | None = None
+
+    @property
+    def step(self) -> Step:
+        if self._step is None:
+            raise RuntimeError("the step has not been entered")
+        return self._step
+
+    def __enter__(self) -> StepRun:
+        self.watch.observe()
+        created = self._created or self.watch.write(
+            None,
+            lambda: self.client.create_step(
+                self.watch.execution_id,
+                self.name,
+                node_id=self.node_id,
+                start_limit=self.start_limit,
+            ),
+        )
+        self._step = created
+        self._step = self.watch.write(
+            created.id,
+            lambda: self.client.transition_step(
+                created, created.version, BatchStatus.STARTED, reconcile=True
+            ),
+        )
+        state = self.client.checkpoint(self._step)
+        self.checkpoint = None if state.checkpoint is None else state.checkpoint.payload
+        self.context = None if state.context is None else state.context.payload
+        return self
+
+    def commit(
+        self,
+        *,
+        read: int = 0,
+        processed: int = 0,
+        written: int = 0,
+        filtered: int = 0,
+        rolled_back: int = 0,
+        checkpoint: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Step:
+        """Commit one chunk: its counts (deltas; ``committed`` + 1), checkpoint
+        and context payloads, reconciled when the commit outcome is unknown; then
+        observe ``control``. Raises ``StopRequested``, ``ExecutionFenced``, or
+        ``CommitOutcomeUnknown`` when the outcome stayed unknown."""
+        step = self.step
+        counts = ExecutionCounts(
+            read=read,
+            processed=processed,
+            written=written,
+            filtered=filtered,
+            committed=1,
+            rolled_back=rolled_back,
+        )
+        self._step = self.watch.write(
+            step.id,
+            lambda: self.client.commit_chunk(
+                step,
+                step.version,
+                counts,
+                _envelope(CHECKPOINT_SCHEMA, checkpoint),
+                _envelope(CONTEXT_SCHEMA, context),
+                reconcile=True,
+            ),
+        )
+        if checkpoint is not None:
+            self.checkpoint = dict(checkpoint)
+        if context is not None:
+            self.context = dict(context)
+        self.watch.observe()
+        return self._step
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> Literal[False]:
+        if self._step is None or isinstance(exc, ExecutionFenced):
+            return False
+        if exc is None:
+            self._end(BatchStatus.COMPLETED)
+        elif isinstance(exc, StopRequested):
+            self._end(BatchStatus.STOPPED)
+        elif isinstance(exc, CommitOutcomeUnknown):
+            failure = report_failure(exc, f"step {self.name!r} (commit outcome unknown)")
+            self._notify(failure)
+            try:
+                # The chunk may have applied: report from the row as it is now.
+                self._step = self.client.step(self.step.id)
+                self._end(BatchStatus.UNKNOWN, failure)
+            except OxideBatchError:
+                log.warning("step %r could not be reported UNKNOWN", self.name, exc_info=True)
+        else:
+            failure = report_failure(exc, f"step {self.name!r}")
+            self._notify(failure)
+            self._end(BatchStatus.FAILED, failure)
+        return False
+
+    def _notify(self, failure: FailureSummary) -> None:
+        if self._on_failure is not None:
+            self._on_failure(failure)
+
+    def _end(self, status: BatchStatus, failure: FailureSummary | None = None) -> None:
+        step = self.step
+        code = self.exit_code or status.value
+        if status is not BatchStatus.UNKNOWN and step.exit_code != code:
+            step = self.watch.write(
+                step.id, lambda: self.client.step_exit_status(step, step.version, code)
+            )
+        ended = step
+        self._step = self.watch.write(
+            step.id,
+            lambda: self.client.transition_step(
+                ended, ended.version, status, failure=failure, reconcile=True
+            ),
+        )
