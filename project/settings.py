@@ -17,6 +17,7 @@ import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
+from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.evidence import validate_stale_after
 from oxide_batch.domain.failures import validate_failure_url_template
@@ -207,7 +208,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["oxide_batch.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": None,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "oxide_batch.api.schema.BatchSchema",
     "EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
@@ -264,8 +265,9 @@ SPECTACULAR_SETTINGS = {
         "ParameterTypeEnum": "oxide_batch.domain.parameters.ParameterType",
     },
     "PATH_CONVERTER_OVERRIDES": {
-        "batch_id": {"type": "integer", "format": "int64", "minimum": 1},
-        "node_id": {"type": "string"},
+        # What the views accept after the converters (oxide_batch/api/converters.py).
+        "batch_id": IdentifierConverter.schema,
+        "node_id": NodeIdConverter.schema,
     },
     # Served offline from drf-spectacular-sidecar's static files, no CDN; the
     # pages fetch nothing from elsewhere (oxide_batch/api/docs.py).

@@ -15,10 +15,49 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from oxide_batch.api.converters import IdentifierConverter
+from oxide_batch.api.patterns import ascii_pattern, name_pattern, text_pattern
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.instants import RFC3339_INSTANT
+from oxide_batch.domain.names import NameKind, OperatorStringKind
+from oxide_batch.domain.partitions import MAX_PARTITION_KEY_BYTES
+from oxide_batch.domain.state import MAX_SCHEMA_VERSION
 
 MAX_BIGINT = 2**63 - 1
+
+
+def document_as(field: Any, schema: dict[str, Any]) -> None:
+    """Document this one field instance with ``schema`` (drf-spectacular adds
+    nullable, default and the description); a class-level annotation is kept
+    apart, never mutated."""
+    inherited = getattr(type(field), "_spectacular_annotation", {})
+    field._spectacular_annotation = {**inherited, "field": schema}
+
+
+ID_SCHEMA: dict[str, Any] = IdentifierConverter.schema
+
+
+INSTANT_SCHEMA: dict[str, Any] = {"type": "string", "format": "date-time"}
+
+
+def name_schema(kind: NameKind) -> dict[str, Any]:
+    """What ``validate_name`` accepts, as far as JSON Schema can say it."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": kind.max_bytes,
+        "pattern": name_pattern(kind.max_bytes),
+    }
+
+
+def operator_string_schema(kind: OperatorStringKind) -> dict[str, Any]:
+    """What ``validate_operator_string`` accepts (ASCII: exact)."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": kind.max_bytes,
+        "pattern": ascii_pattern(kind.pattern.pattern.removesuffix("+"), kind.max_bytes),
+    }
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -35,9 +74,11 @@ class StrictIntegerField(serializers.IntegerField):
         return int(data)
 
 
+@extend_schema_field(ID_SCHEMA)
 class IdField(StrictIntegerField):
     """An identifier as a JSON integer; its range (1..2^63−1) is checked by the
-    domain, so 0 is ``zero_identifier`` and larger is ``identifier_out_of_range``."""
+    domain, so 0 is ``zero_identifier`` and larger is ``identifier_out_of_range``
+    (the schema states the same range)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("min_value", None)
@@ -62,6 +103,45 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return data
+
+
+class NameField(StrictCharField):
+    """A name of ``kind``: read as a string here, validated by the domain
+    (``validate_name``, so the error names the rule); documented by the same rule."""
+
+    def __init__(self, kind: NameKind, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+        document_as(self, name_schema(kind))
+
+
+class OperatorStringField(StrictCharField):
+    """A reason code, operation id or actor: validated by the domain
+    (``validate_operator_string``), documented by the same character set and limit."""
+
+    def __init__(self, kind: OperatorStringKind, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+        document_as(self, operator_string_schema(kind))
+
+
+@extend_schema_field(
+    {"type": "string", "minLength": 32, "maxLength": 32, "pattern": "^[0-9a-f]{32}$"}
+)
+class OwnerTokenField(StrictCharField):
+    """16 bytes as 32 lowercase hex characters (``parse_owner_token`` checks)."""
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PARTITION_KEY_BYTES,
+        "pattern": text_pattern(MAX_PARTITION_KEY_BYTES),
+    }
+)
+class PartitionKeyField(StrictCharField):
+    """A partition key: 1–128 UTF-8 bytes of anything (``validate_partition_key``)."""
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -115,6 +195,7 @@ class InstantField(serializers.DateTimeField):
         return format_instant(value)
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True})
 class JSONObjectField(serializers.JSONField):
     """Any JSON object (the domain checks what it must hold)."""
 
@@ -144,3 +225,21 @@ class InstantInputField(serializers.Field):  # type: ignore[type-arg]
 
     def to_representation(self, value: datetime) -> str | None:
         return format_instant(value)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            "schema": name_schema(NameKind.STATE_SCHEMA),
+            "schema_version": {"type": "integer", "minimum": 1, "maximum": MAX_SCHEMA_VERSION},
+            "payload": {"type": "object", "additionalProperties": True},
+        },
+        "required": ["schema", "schema_version", "payload"],
+        "additionalProperties": False,
+    }
+)
+class EnvelopeField(serializers.JSONField):
+    """A checkpoint, context or partition context envelope: its shape is checked
+    by the domain (``StateEnvelope.from_json``, with the size and depth limits
+    the schema cannot state); documented with the same members and ranges."""

@@ -61,6 +61,15 @@ def unresolved_age(value: str) -> timedelta:
         ) from None
 
 
+# What ``unresolved_age`` accepts, as far as a pattern can say "at most ten years":
+# seconds of up to 8 digits, ms/s/m amounts of up to 5 digits, hours of up to 4 and
+# days of up to 3 (every match is accepted; the largest values above are beyond it).
+UNRESOLVED_FOR_SCHEMA = {
+    "type": "string",
+    "pattern": "^(?:[0-9]{1,8}|[0-9]{1,5}(?:ms|s|m)|[0-9]{1,4}h|[0-9]{1,3}d)$",
+}
+
+
 def _unresolved_age(value: str) -> None:
     unresolved_age(value)
 

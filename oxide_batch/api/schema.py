@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from drf_spectacular.drainage import has_override
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.serializers import ListSerializer
 
-from oxide_batch.api.serializers import ProblemOutput
+from oxide_batch.api.serializers import Input, ProblemOutput
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 
 AUTH_ERRORS: Mapping[int, Sequence[str]] = {
@@ -83,7 +86,41 @@ def endpoint(
     )
 
 
-class BodySchema(AutoSchema):
+class BatchSchema(AutoSchema):
+    """The API's schema class (``DEFAULT_SCHEMA_CLASS``): the document states what
+    the inputs enforce, from the same declarations.
+
+    - An :class:`Input` refuses members it does not declare, so its object is
+      ``additionalProperties: false``.
+    - A field documented with its own schema (``extend_schema_field`` or
+      :func:`~oxide_batch.api.fields.document_as`: names, operator strings,
+      identifiers, envelopes) is documented by that alone; drf-spectacular would
+      otherwise add an empty-string alternative for ``allow_blank`` fields, whose
+      empty value the domain refuses (``empty_name``)."""
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> Any:
+        schema = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
+        if isinstance(serializer, Input) or (
+            isinstance(serializer, type) and issubclass(serializer, Input)
+        ):
+            schema["additionalProperties"] = False
+        fields = force_instance(serializer).fields  # type: ignore[no-untyped-call]
+        for name, field in fields.items():
+            # A ListSerializer's bounds (partition plans) are not documented upstream.
+            if isinstance(field, ListSerializer) and name in schema.get("properties", {}):
+                for attribute, keyword in (("min_length", "minItems"), ("max_length", "maxItems")):
+                    bound = getattr(field, attribute, None)
+                    if bound is not None:
+                        schema["properties"][name][keyword] = bound
+        return schema
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        if has_override(field, "field"):
+            return
+        super()._insert_field_validators(field, schema)  # type: ignore[no-untyped-call]
+
+
+class BodySchema(BatchSchema):
     """drf-spectacular documents request bodies of PUT, PATCH and POST only; the
     hold release (``DELETE instances/{id}/hold``) carries one too (reason code
     and operation id, SPEC §4), so DELETE is documented like POST here."""

@@ -46,10 +46,15 @@ def has_surrounding_whitespace(value: str) -> bool:
     return bool(value) and (value[0] in UNICODE_WHITESPACE or value[-1] in UNICODE_WHITESPACE)
 
 
+# Unicode general category Cc (what Rust's ``char::is_control`` means), as
+# inclusive code point ranges (the API's schema patterns are built from them).
+CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F))
+
+
 def is_control(character: str) -> bool:
-    """Unicode general category Cc (what Rust's ``char::is_control`` means)."""
+    """Unicode general category Cc."""
     code = ord(character)
-    return code < 0x20 or 0x7F <= code <= 0x9F
+    return any(low <= code <= high for low, high in CONTROL_RANGES)
 
 
 def validate_name(value: str, kind: NameKind) -> str:

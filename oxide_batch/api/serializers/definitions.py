@@ -7,15 +7,15 @@ from typing import Any
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
-from oxide_batch.api.fields import DigestField, InstantField, StrictCharField
+from oxide_batch.api.fields import DigestField, InstantField, NameField
 from oxide_batch.api.serializers.base import Input, Output, name
 from oxide_batch.domain.definitions import Manifest, UpgradeEdge
 from oxide_batch.domain.names import NameKind
 
 
 class DefinitionInput(Input):
-    job_name = StrictCharField()
-    revision = StrictCharField()
+    job_name = NameField(NameKind.JOB)
+    revision = NameField(NameKind.REVISION)
     manifest = serializers.JSONField(
         help_text="A JSON object; the server canonicalises it (format 1–3, no floats, ≤ 64 KiB)."
     )
@@ -30,12 +30,12 @@ class DefinitionInput(Input):
 
 
 class UpgradeInput(Input):
-    job_name = StrictCharField()
-    key = StrictCharField()
+    job_name = NameField(NameKind.JOB)
+    key = NameField(NameKind.UPGRADE_KEY)
     from_digest = DigestField()
     to_digest = DigestField()
     step_mapping = serializers.DictField(
-        child=StrictCharField(), help_text="Source step name → target step name."
+        child=NameField(NameKind.STEP), help_text="Source step name → target step name."
     )
 
     def to_domain(self) -> UpgradeEdge:

@@ -12,8 +12,9 @@ from oxide_batch.api.fields import (
     EnumField,
     IdField,
     InstantField,
+    NameField,
+    OwnerTokenField,
     StrictBooleanField,
-    StrictCharField,
     StrictIntegerField,
 )
 from oxide_batch.api.selectors import ExecutionRecord
@@ -61,7 +62,7 @@ class TransitionInput(Input):
 
 class ExitStatusInput(Input):
     expected_version = StrictIntegerField()
-    exit_code = StrictCharField()
+    exit_code = NameField(NameKind.EXIT_CODE)
 
     def to_domain(self) -> tuple[int, str]:
         data = self.validated_data
@@ -70,7 +71,7 @@ class ExitStatusInput(Input):
 
 class ClaimInput(Input):
     expected_version = StrictIntegerField()
-    owner_token = StrictCharField(help_text="16 bytes as 32 lowercase hex characters.")
+    owner_token = OwnerTokenField(help_text="16 bytes as 32 lowercase hex characters.")
 
     def to_domain(self) -> tuple[int, bytes]:
         data = self.validated_data
@@ -79,7 +80,7 @@ class ClaimInput(Input):
 
 
 class ControlInput(Input):
-    owner_token = StrictCharField(help_text="16 bytes as 32 lowercase hex characters.")
+    owner_token = OwnerTokenField(help_text="16 bytes as 32 lowercase hex characters.")
 
     def to_domain(self) -> bytes:
         with at("owner_token"):

@@ -13,7 +13,7 @@ from oxide_batch.api.fields import (
     IdField,
     InstantField,
     JSONObjectField,
-    StrictCharField,
+    NameField,
 )
 from oxide_batch.api.serializers.base import Input, K, Output, identifier, name
 from oxide_batch.domain.flow import (
@@ -26,10 +26,12 @@ from oxide_batch.domain.names import NameKind
 
 
 class FlowDecisionInput(Input):
-    source_node_id = StrictCharField()
+    source_node_id = NameField(NameKind.NODE)
     source_step_execution_id = IdField(required=False, allow_null=True)
     kind = EnumField(FlowTransitionKind)
-    observed_outcome = StrictCharField(help_text="The exit code the decision observed.")
+    observed_outcome = NameField(
+        NameKind.EXIT_CODE, help_text="The exit code the decision observed."
+    )
     target = JSONObjectField(help_text='{"node": "<id>"} or {"terminal": "COMPLETE"|"FAIL"|"STOP"}')
     plan_fingerprint = DigestField(help_text="The definition's manifest digest.")
     input_digest = DigestField()
@@ -61,7 +63,7 @@ class FlowDecisionInput(Input):
 
 
 class ReusableQuery(Input):
-    node_id = StrictCharField()
+    node_id = NameField(NameKind.NODE)
     plan_fingerprint = DigestField()
     input_digest = DigestField()
     kind = EnumField(FlowTransitionKind)

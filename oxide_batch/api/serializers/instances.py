@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
-from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, StrictCharField
+from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, NameField
 from oxide_batch.api.selectors import InstanceRecord
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
 from oxide_batch.domain.errors import InvalidParameterValue
@@ -31,7 +31,7 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
 
 
 class InstanceInput(Input):
-    job_name = StrictCharField()
+    job_name = NameField(NameKind.JOB)
     identifying_parameters = JSONObjectField(
         required=False,
         help_text=(

@@ -8,33 +8,48 @@ from typing import Any
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
-from oxide_batch.api.fields import EnumField, IdField, StrictCharField, StrictIntegerField
+from oxide_batch.api.fields import (
+    EnumField,
+    EnvelopeField,
+    IdField,
+    PartitionKeyField,
+    StrictIntegerField,
+)
 from oxide_batch.api.serializers.base import Input, K, Output, envelope, identifier
 from oxide_batch.api.serializers.executions import CountsOutput
 from oxide_batch.api.serializers.steps import EnvelopeOutput
-from oxide_batch.domain.errors import PartitionPlanTooLarge
+from oxide_batch.domain.errors import EmptyPartitionPlan, PartitionPlanTooLarge
 from oxide_batch.domain.partitions import MAX_PARTITIONS, PartitionPlanEntry
 from oxide_batch.domain.state import PARTITION_CONTEXT_LIMITS, EnvelopeKind
 from oxide_batch.domain.status import BatchStatus
 
 
 class PartitionEntryInput(Input):
-    key = StrictCharField(help_text="1–128 UTF-8 bytes, compared byte for byte.")
+    key = PartitionKeyField(help_text="1–128 UTF-8 bytes, compared byte for byte.")
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
-        fields["context"] = serializers.JSONField(
+        fields["context"] = EnvelopeField(
             required=False, allow_null=True, help_text="{schema, schema_version, payload}, ≤ 4 KiB"
         )
         return fields
 
 
 class PartitionPlanInput(Input):
-    entries = PartitionEntryInput(many=True, help_text=f"1–{MAX_PARTITIONS} entries, unique keys.")
+    # min/max document the plan's size; the checks below raise the domain's own
+    # errors first (empty_partition_plan, partition_plan_too_large: SPEC §9).
+    entries = PartitionEntryInput(  # type: ignore[call-arg]  # DRF ≥ 3.15; not in the stubs
+        many=True,
+        min_length=1,
+        max_length=MAX_PARTITIONS,
+        help_text=f"1–{MAX_PARTITIONS} entries, unique keys.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             entries = data.get("entries")
+            if isinstance(entries, list) and not entries:
+                raise EmptyPartitionPlan()
             if isinstance(entries, list) and len(entries) > MAX_PARTITIONS:
                 raise PartitionPlanTooLarge(max=MAX_PARTITIONS)
         return super().to_internal_value(data)

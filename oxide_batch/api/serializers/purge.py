@@ -17,6 +17,8 @@ from oxide_batch.api.fields import (
     IdField,
     InstantInputField,
     JSONObjectField,
+    NameField,
+    OperatorStringField,
     StrictCharField,
     StrictIntegerField,
 )
@@ -63,7 +65,7 @@ class SurveyInput(Input):
             "The cutoff (RFC 3339 with an offset): at least OXIDE_BATCH_PURGE_MIN_AGE in the past."
         )
     )
-    job_name = StrictCharField(required=False, help_text="Only instances of this job.")
+    job_name = NameField(NameKind.JOB, required=False, help_text="Only instances of this job.")
     statuses = serializers.ListField(
         child=EnumField(BatchStatus),
         required=False,
@@ -162,11 +164,12 @@ class PlanDocumentField(JSONObjectField):
 
 
 class PurgeApplyInput(Input):
-    reason_code = StrictCharField(
+    reason_code = OperatorStringField(
+        REASON_CODE,
         required=False,
         help_text=f"1–64 bytes of A-Z 0-9 _; default {DEFAULT_PURGE_REASON}.",
     )
-    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+    operation_id = OperatorStringField(OPERATION_ID, help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
     plan = PlanDocumentField(help_text="The survey's answer, taken back whole.")
 
     def to_domain(self) -> tuple[PurgePlan, str, str]:

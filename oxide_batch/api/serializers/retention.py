@@ -7,7 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from oxide_batch.api.fields import EnumField, InstantField, StrictCharField
+from oxide_batch.api.fields import EnumField, InstantField, OperatorStringField
 from oxide_batch.api.serializers.base import (
     OPERATION_ID,
     REASON_CODE,
@@ -23,8 +23,10 @@ from oxide_batch.services.retention import RetentionResult
 
 
 class HoldInput(Input):
-    reason_code = StrictCharField(help_text="1–64 bytes of A-Z 0-9 _ (e.g. LEGAL_HOLD)")
-    operation_id = StrictCharField(help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
+    reason_code = OperatorStringField(
+        REASON_CODE, help_text="1–64 bytes of A-Z 0-9 _ (e.g. LEGAL_HOLD)"
+    )
+    operation_id = OperatorStringField(OPERATION_ID, help_text="1–64 bytes of A-Z a-z 0-9 . _ : -")
 
     def to_domain(self) -> tuple[str, str]:
         data = self.validated_data

@@ -6,7 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from oxide_batch.api.fields import EnumField, InstantField, StrictCharField, StrictIntegerField
+from oxide_batch.api.fields import (
+    EnumField,
+    EnvelopeField,
+    InstantField,
+    NameField,
+    StrictIntegerField,
+)
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
 from oxide_batch.api.serializers.executions import CountsOutput, FailureOutput
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
@@ -17,8 +23,10 @@ from oxide_batch.domain.status import BatchStatus
 
 
 class StepInput(Input):
-    step_name = StrictCharField()
-    node_id = StrictCharField(required=False, help_text="Flow node; default: the step name.")
+    step_name = NameField(NameKind.STEP)
+    node_id = NameField(
+        NameKind.NODE, required=False, help_text="Flow node; default: the step name."
+    )
     start_limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_START_LIMIT)
 
     def to_domain(self) -> tuple[str, str | None, int | None]:
@@ -42,14 +50,14 @@ class CountsInput(Input):
 class ChunkInput(Input):
     expected_version = StrictIntegerField()
     counts = CountsInput(required=False, help_text="This chunk's deltas (each default 0).")
-    checkpoint = serializers.JSONField(
+    checkpoint = EnvelopeField(
         required=False, allow_null=True, help_text="{schema, schema_version, payload}"
     )
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
         # Declared here: a class attribute named ``context`` would shadow Serializer.context.
-        fields["context"] = serializers.JSONField(
+        fields["context"] = EnvelopeField(
             required=False, allow_null=True, help_text="{schema, schema_version, payload}"
         )
         return fields

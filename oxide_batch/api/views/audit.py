@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
+from oxide_batch.api.fields import ID_SCHEMA, operator_string_schema
 from oxide_batch.api.filters import (
     OperatorRequestFilter,
     RecoveryDecisionFilter,
@@ -17,13 +18,17 @@ from oxide_batch.api.filters import (
 from oxide_batch.api.roles import VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, BatchView
+from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.retention import RetentionAction
 
 AUDIT_ID_PARAMETERS = [
-    OpenApiParameter("job_execution_id", int, description="Only rows of this execution."),
-    OpenApiParameter("job_instance_id", int, description="Only rows of this instance."),
+    OpenApiParameter("job_execution_id", ID_SCHEMA, description="Only rows of this execution."),
+    OpenApiParameter("job_instance_id", ID_SCHEMA, description="Only rows of this instance."),
 ]
+OPERATION_ID_PARAMETER = OpenApiParameter(
+    "operation_id", operator_string_schema(OperatorStringKind.OPERATION_ID)
+)
 
 
 class RecoveryDecisionsView(BatchView):
@@ -57,7 +62,7 @@ class OperatorRequestsView(BatchView):
             *AUDIT_ID_PARAMETERS,
             OpenApiParameter("action", str, enum=[action.value for action in OperatorAction]),
             OpenApiParameter("outcome", str, enum=[outcome.value for outcome in RecordOutcome]),
-            OpenApiParameter("operation_id", str),
+            OPERATION_ID_PARAMETER,
             *PAGE_PARAMETERS,
         ],
         tags=["audit"],
@@ -82,10 +87,10 @@ class RetentionRecordsView(BatchView):
         ok={200: s.RetentionRecordPageOutput},
         listing=True,
         parameters=[
-            OpenApiParameter("job_instance_id", int, description="Only rows of this instance."),
+            AUDIT_ID_PARAMETERS[1],
             OpenApiParameter("action", str, enum=[action.value for action in RetentionAction]),
             OpenApiParameter("outcome", str, enum=[outcome.value for outcome in RecordOutcome]),
-            OpenApiParameter("operation_id", str),
+            OPERATION_ID_PARAMETER,
             *PAGE_PARAMETERS,
         ],
         tags=["audit"],

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
-from oxide_batch.api.pagination import KeysetPagination
+from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
 from oxide_batch.api.permissions import BatchPermission
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.throttling import OperatorRateThrottle
@@ -98,7 +98,11 @@ def paginate(view: APIView, request: Request, queryset: Any) -> tuple[KeysetPagi
 
 PAGE_PARAMETERS = [
     OpenApiParameter("cursor", str, description="The `next`/`previous` link's cursor."),
-    OpenApiParameter("page_size", int, description="1–500, default 50."),
+    OpenApiParameter(
+        "page_size",
+        {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+        description=f"1–{MAX_PAGE_SIZE}, default {DEFAULT_PAGE_SIZE}.",
+    ),
 ]
 
 

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 
 from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.filters import ExecutionFilter, apply_filters
+from oxide_batch.api.fields import INSTANT_SCHEMA, name_schema
+from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import (
@@ -24,6 +25,7 @@ from oxide_batch.api.views.base import (
     paginate,
 )
 from oxide_batch.domain.errors import JobInstanceNotFound
+from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.status import BatchStatus
 
 
@@ -104,14 +106,14 @@ class ExecutionsView(BatchView):
                 enum=[status.value for status in BatchStatus],
                 description="Repeatable.",
             ),
-            OpenApiParameter("job_name", str),
-            OpenApiParameter("created_after", str, description="RFC 3339 instant."),
-            OpenApiParameter("created_before", str, description="RFC 3339 instant."),
-            OpenApiParameter("ended_after", str, description="RFC 3339 instant."),
-            OpenApiParameter("ended_before", str, description="RFC 3339 instant."),
+            OpenApiParameter("job_name", name_schema(NameKind.JOB)),
+            OpenApiParameter("created_after", INSTANT_SCHEMA, description="RFC 3339 instant."),
+            OpenApiParameter("created_before", INSTANT_SCHEMA, description="RFC 3339 instant."),
+            OpenApiParameter("ended_after", INSTANT_SCHEMA, description="RFC 3339 instant."),
+            OpenApiParameter("ended_before", INSTANT_SCHEMA, description="RFC 3339 instant."),
             OpenApiParameter(
                 "unresolved_for",
-                str,
+                UNRESOLVED_FOR_SCHEMA,
                 description=(
                     "Seconds (`900`) or a duration (`90s`, `15m`, `1h`, `30d`): UNKNOWN "
                     "executions, and active ones with no runtime write, owner observation "

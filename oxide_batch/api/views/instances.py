@@ -9,10 +9,12 @@ from rest_framework.response import Response
 
 from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
+from oxide_batch.api.fields import name_schema
 from oxide_batch.api.filters import InstanceFilter, apply_filters
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, READ_RUN, BatchView
+from oxide_batch.domain.names import NameKind
 
 
 class InstancesView(BatchView):
@@ -26,7 +28,9 @@ class InstancesView(BatchView):
         ok={200: s.InstancePageOutput},
         listing=True,
         parameters=[
-            OpenApiParameter("job_name", str, description="Only instances of this job."),
+            OpenApiParameter(
+                "job_name", name_schema(NameKind.JOB), description="Only instances of this job."
+            ),
             *PAGE_PARAMETERS,
         ],
         tags=["instances"],
