@@ -159,7 +159,10 @@ def test_the_generated_client_drives_a_lifecycle(
         # -- the instance of a key: created, then selected.
         body = m.InstanceRequest(
             job_name="polyglot_import",
-            identifying_parameters={"business_date": "2026-07-29", "shard": 3},
+            # A typed object in the schema: the generator makes it a model.
+            identifying_parameters=m.InstanceRequestIdentifyingParameters.from_dict(
+                {"business_date": "2026-07-29", "shard": 3}
+            ),
         )
         instance = call(op["select_or_create_instance"], client=c, body=body, status=201)
         assert isinstance(instance, m.Instance)
@@ -222,7 +225,7 @@ def test_the_generated_client_drives_a_lifecycle(
             body=m.ChunkRequest(
                 expected_version=step.version,
                 counts=m.CountsRequest(read=100, written=98, filtered=2, committed=1),
-                checkpoint=envelope,
+                checkpoint=m.ChunkRequestCheckpointType0.from_dict(envelope),
             ),
         )
         assert (step.counts.read, step.counts.written, step.counts.filtered) == (100, 98, 2)
