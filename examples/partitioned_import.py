@@ -23,7 +23,7 @@ from pathlib import Path
 
 from local_server import add_server_arguments
 
-from oxide_batch.client import ExecutionFenced, Partition, RuntimeClient, StepFailed, StepRun
+from oxide_batch.client import ExecutionFenced, Partition, RuntimeClient, StepRun
 from oxide_batch.domain.errors import CompletedInstance, ExecutionAlreadyActive
 
 JOB = "partitioned_import"
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ExecutionAlreadyActive, CompletedInstance) as refused:
         print(f"refused: {refused}", file=sys.stderr)
         return 4
-    except (StepFailed, Exception):
+    except Exception:
         return 1  # the execution is FAILED; the log has the failure id and the text
     status = run.execution.status.value
     print(f"execution {run.execution.id}: {status}", flush=True)
