@@ -11,12 +11,12 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.converters import IdentifierConverter
-from oxide_batch.api.patterns import ascii_pattern, name_pattern, text_pattern
+from oxide_batch.api.patterns import ascii_pattern, text_pattern
+from oxide_batch.api.shapes import name_schema
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.instants import RFC3339_INSTANT
 from oxide_batch.domain.names import NameKind, OperatorStringKind
@@ -37,17 +37,17 @@ def document_as(field: Any, schema: dict[str, Any]) -> None:
 ID_SCHEMA: dict[str, Any] = IdentifierConverter.schema
 
 
-INSTANT_SCHEMA: dict[str, Any] = {"type": "string", "format": "date-time"}
-
-
-def name_schema(kind: NameKind) -> dict[str, Any]:
-    """What ``validate_name`` accepts, as far as JSON Schema can say it."""
-    return {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": kind.max_bytes,
-        "pattern": name_pattern(kind.max_bytes),
-    }
+# RFC 3339 with an offset, as ``RFC3339_INSTANT`` reads it, in years 1000–9998 so
+# that every offset stays within the years an instant can be converted to UTC in.
+INSTANT_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "format": "date-time",
+    "pattern": (
+        "^(?:1[0-9]{3}|[2-8][0-9]{3}|9[0-8][0-9]{2})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+        "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?"
+        "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+    ),
+}
 
 
 def operator_string_schema(kind: OperatorStringKind) -> dict[str, Any]:
@@ -205,7 +205,7 @@ class JSONObjectField(serializers.JSONField):
         return data
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
+@extend_schema_field(INSTANT_SCHEMA)
 class InstantInputField(serializers.Field):  # type: ignore[type-arg]
     """An RFC 3339 instant as a JSON string with an offset (``Z`` or ``±hh:mm``),
     converted to UTC; without an offset, or out of range → invalid."""

@@ -179,7 +179,16 @@ class RetentionRecordFilter(django_filters.FilterSet):  # type: ignore[misc]
 def apply_filters(
     filterset_class: type[django_filters.FilterSet], request: Any, queryset: Any
 ) -> Any:
-    """The filtered queryset, or 400 ``invalid_request`` with the form's errors by parameter."""
+    """The filtered queryset, or 400 ``invalid_request`` with the form's errors by
+    parameter. A filter given an empty value (``?job_name=``, as an unset shell
+    variable gives) is refused: django-filter would skip it and list everything."""
+    empty = {
+        name: [ErrorDetail("must not be empty", code="blank")]
+        for name in filterset_class.base_filters
+        if any(value == "" for value in request.query_params.getlist(name))
+    }
+    if empty:
+        raise ValidationError(empty)
     filterset = filterset_class(request.query_params, queryset=queryset)
     if not filterset.is_valid():
         errors = {

@@ -216,3 +216,40 @@ def test_single_reads_are_one_query_after_authorization(
     }[kind]
     total, statements = count_queries(viewer, path)
     assert total == 2, statements  # authentication (one statement), the row
+
+
+EMPTY_FILTERS = [
+    ("executions", name)
+    for name in (
+        "status",
+        "job_name",
+        "created_after",
+        "created_before",
+        "ended_after",
+        "ended_before",
+        "unresolved_for",
+    )
+] + [
+    ("instances", "job_name"),
+    ("audit/recovery-decisions", "job_execution_id"),
+    ("audit/recovery-decisions", "job_instance_id"),
+    *(
+        ("audit/operator-requests", name)
+        for name in ("job_execution_id", "job_instance_id", "action", "outcome", "operation_id")
+    ),
+    *(
+        ("audit/retention-records", name)
+        for name in ("job_instance_id", "action", "outcome", "operation_id")
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "name"), EMPTY_FILTERS)
+def test_a_filter_given_an_empty_value_is_refused(client_for: Any, path: str, name: str) -> None:
+    """``?job_name=`` (an unset shell variable) would otherwise list everything."""
+    admin = Runtime(client_for("superuser"))
+    admin.started()
+    assert admin.get(path)["results"] or path.startswith("audit/")
+    field_error(admin.get(path, expect=None, **{name: ""}), name, "blank")
+    # Next to a valid value of another filter, too.
+    field_error(admin.get(path, expect=None, page_size=5, **{name: ""}), name, "blank")

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
 from oxide_batch.api.fields import DigestField, InstantField, NameField
 from oxide_batch.api.serializers.base import Input, Output, name
+from oxide_batch.api.shapes import MANIFEST, NAME_KEYS, name_schema
 from oxide_batch.domain.definitions import Manifest, UpgradeEdge
 from oxide_batch.domain.names import NameKind
+
+
+@extend_schema_field(MANIFEST)
+class ManifestField(serializers.JSONField):
+    """Any JSON value, checked by ``Manifest.canonicalise`` (so a non-object is
+    ``invalid_manifest``); documented as the manifests it accepts."""
 
 
 class DefinitionInput(Input):
     job_name = NameField(NameKind.JOB)
     revision = NameField(NameKind.REVISION)
-    manifest = serializers.JSONField(
-        help_text="A JSON object; the server canonicalises it (format 1–3, no floats, ≤ 64 KiB)."
-    )
+    manifest = ManifestField(help_text="The server canonicalises it; its digest identifies it.")
 
     def to_domain(self) -> tuple[str, str, Any]:
         data = self.validated_data
@@ -29,13 +35,28 @@ class DefinitionInput(Input):
         return job_name, revision, data["manifest"]
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": name_schema(NameKind.STEP),
+        "minProperties": 1,
+        "description": "Keys are step names "
+        + NAME_KEYS.format(bytes=NameKind.STEP.max_bytes)
+        + "; no two sources onto one target.",
+    }
+)
+class StepMappingField(serializers.DictField):
+    """Source step → target step (``UpgradeEdge.of`` checks it)."""
+
+
 class UpgradeInput(Input):
     job_name = NameField(NameKind.JOB)
     key = NameField(NameKind.UPGRADE_KEY)
     from_digest = DigestField()
     to_digest = DigestField()
-    step_mapping = serializers.DictField(
-        child=NameField(NameKind.STEP), help_text="Source step name → target step name."
+    step_mapping = StepMappingField(
+        child=NameField(NameKind.STEP),
+        help_text="Source step name → target step name.",
     )
 
     def to_domain(self) -> UpgradeEdge:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
@@ -16,6 +17,7 @@ from oxide_batch.api.fields import (
     NameField,
 )
 from oxide_batch.api.serializers.base import Input, K, Output, identifier, name
+from oxide_batch.api.shapes import FLOW_TARGET
 from oxide_batch.domain.flow import (
     FlowDecisionRequest,
     FlowTarget,
@@ -25,6 +27,11 @@ from oxide_batch.domain.flow import (
 from oxide_batch.domain.names import NameKind
 
 
+@extend_schema_field(FLOW_TARGET)
+class FlowTargetField(JSONObjectField):
+    """A node or a terminal (``FlowTarget.from_json`` checks it)."""
+
+
 class FlowDecisionInput(Input):
     source_node_id = NameField(NameKind.NODE)
     source_step_execution_id = IdField(required=False, allow_null=True)
@@ -32,7 +39,7 @@ class FlowDecisionInput(Input):
     observed_outcome = NameField(
         NameKind.EXIT_CODE, help_text="The exit code the decision observed."
     )
-    target = JSONObjectField(help_text='{"node": "<id>"} or {"terminal": "COMPLETE"|"FAIL"|"STOP"}')
+    target = FlowTargetField(help_text='{"node": "<id>"} or {"terminal": "COMPLETE"|"FAIL"|"STOP"}')
     plan_fingerprint = DigestField(help_text="The definition's manifest digest.")
     input_digest = DigestField()
     reused_decision_id = IdField(required=False, allow_null=True)

@@ -13,6 +13,7 @@ from oxide_batch.api.errors import at
 from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, NameField
 from oxide_batch.api.selectors import InstanceRecord
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
+from oxide_batch.api.shapes import PARAMETER_MAP
 from oxide_batch.domain.errors import InvalidParameterValue
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
@@ -30,16 +31,21 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
     return found
 
 
+@extend_schema_field(PARAMETER_MAP)
+class ParameterMapField(JSONObjectField):
+    """Parameter name → value (``JobParameter.from_json`` checks each)."""
+
+
 class InstanceInput(Input):
     job_name = NameField(NameKind.JOB)
-    identifying_parameters = JSONObjectField(
+    identifying_parameters = ParameterMapField(
         required=False,
         help_text=(
             "name → value: a string, boolean or integer (I64, or U64 above 2^63−1), or "
-            '{"type": "string"|"i64"|"u64"|"bool", "value": …}.'
+            '{"type": "string"|"i64"|"u64"|"bool", "value": …}. A name is in one map only.'
         ),
     )
-    non_identifying_parameters = JSONObjectField(
+    non_identifying_parameters = ParameterMapField(
         required=False, help_text="Accepted and validated, never stored (no effect on identity)."
     )
 

@@ -59,6 +59,22 @@ class BatchBoundField(StrictIntegerField):
     the domain's ``batch_bound_out_of_range`` (on ``limit``), not a field error."""
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "string",
+            "enum": [status.value for status in BatchStatus if status.is_finished],
+        },
+        "minItems": 1,
+        "maxItems": 8,
+    }
+)
+class PurgeStatusesField(serializers.ListField):
+    """Finished statuses (``purge_statuses`` checks them, so STARTED is
+    ``non_terminal_status`` and an empty list ``empty_status_set``)."""
+
+
 class SurveyInput(Input):
     ended_before = InstantInputField(
         help_text=(
@@ -66,7 +82,7 @@ class SurveyInput(Input):
         )
     )
     job_name = NameField(NameKind.JOB, required=False, help_text="Only instances of this job.")
-    statuses = serializers.ListField(
+    statuses = PurgeStatusesField(
         child=EnumField(BatchStatus),
         required=False,
         max_length=8,

@@ -10,10 +10,11 @@ from rest_framework.response import Response
 
 from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.fields import INSTANT_SCHEMA, name_schema
+from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
+from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import (
     PAGE_PARAMETERS,
     READ,

@@ -1,0 +1,228 @@
+"""The request bodies the domain reads as free JSON (manifests, parameter maps,
+flow targets, step mappings, purge statuses, instants) are documented so that
+the schema and the server agree: each body below is valid by the served
+schema exactly when the server takes it (SPEC §9: a schema-valid request is
+never refused as invalid input). The generative side of the same promise is
+``test_schemathesis.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+
+from tests.api.support import Runtime
+
+DIGEST_A = "a" * 64
+DIGEST_B = "b" * 64
+
+
+@pytest.fixture(scope="module")
+def components() -> dict[str, Any]:
+    document: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
+    return document["components"]
+
+
+def as_json_schema(schema: Any) -> Any:
+    """OpenAPI 3.0's ``nullable: true`` as JSON Schema (``null`` is also valid)."""
+    if isinstance(schema, list):
+        return [as_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    translated = {key: as_json_schema(value) for key, value in schema.items()}
+    if translated.pop("nullable", False):
+        return {"anyOf": [translated, {"type": "null"}]}
+    return translated
+
+
+def schema_valid(components: dict[str, Any], component: str, body: Any) -> bool:
+    """``body`` against ``#/components/schemas/<component>`` (draft 4: an
+    ``integer`` has no fraction, as in OpenAPI 3.0)."""
+    schema = {"$ref": f"#/components/schemas/{component}", "components": as_json_schema(components)}
+    return jsonschema.Draft4Validator(schema).is_valid(body)
+
+
+def manifest(**members: Any) -> dict[str, Any]:
+    return {"job_name": "import_job", "revision": "r1", "manifest": members}
+
+
+FLOW = {
+    "entry": "load",
+    "nodes": [{"id": "load", "kind": "step"}],
+    "transitions": [{"source": "load", "pattern": "*", "target": {"terminal": "COMPLETE"}}],
+}
+
+DEFINITIONS = [
+    ("format 1", manifest(format=1, job="import_job", anything=[1, "x", None]), True),
+    ("a flow graph", manifest(format=2, job="import_job", **FLOW), True),
+    ("format 3 graph", manifest(format=3, job="import_job", **FLOW), True),
+    ("null", {"job_name": "import_job", "revision": "r1", "manifest": None}, False),
+    ("a list", {"job_name": "import_job", "revision": "r1", "manifest": [1]}, False),
+    ("format 4", manifest(format=4, job="import_job"), False),
+    ("no job", manifest(format=1), False),
+    ("an empty job", manifest(format=1, job=""), False),
+    ("a float", manifest(format=1, job="import_job", ratio=0.5), False),
+    ("a float format", manifest(format=1.0, job="import_job"), False),
+    (
+        "a graph without nodes",
+        manifest(format=2, job="import_job", entry="a", transitions=[]),
+        False,
+    ),
+    (
+        "an unknown node kind",
+        manifest(format=2, job="import_job", **{**FLOW, "nodes": [{"id": "load", "kind": "x"}]}),
+        False,
+    ),
+    (
+        "a node member unknown",
+        manifest(
+            format=2,
+            job="import_job",
+            **{**FLOW, "nodes": [{"id": "load", "kind": "step", "x": 1}]},
+        ),
+        False,
+    ),
+    (
+        "start_limit 0",
+        manifest(
+            format=2,
+            job="import_job",
+            **{**FLOW, "nodes": [{"id": "load", "kind": "step", "start_limit": 0}]},
+        ),
+        False,
+    ),
+    (
+        "an empty target",
+        manifest(
+            format=2,
+            job="import_job",
+            **{**FLOW, "transitions": [{"source": "load", "pattern": "*", "target": {}}]},
+        ),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "accepted"), DEFINITIONS, ids=[c for c, *_ in DEFINITIONS]
+)
+def test_a_manifest_is_schema_valid_exactly_when_it_is_registered(
+    components: dict[str, Any], rt: Runtime, case: str, body: dict[str, Any], accepted: bool
+) -> None:
+    assert schema_valid(components, "DefinitionRequest", body) is accepted
+    answer = rt.post("definitions", body)
+    assert (answer.status_code in (200, 201)) is accepted, answer.content
+
+
+def instance(**parameters: Any) -> dict[str, Any]:
+    return {"job_name": "import_job", "identifying_parameters": parameters}
+
+
+INSTANCES = [
+    ("plain values", instance(day="2026-07-29", n=-5, big=2**64 - 1, flag=True), True),
+    (
+        "typed values",
+        instance(a={"type": "u64", "value": 5}, b={"type": "bool", "value": False}),
+        True,
+    ),
+    ("a float", instance(ratio=1.5), False),
+    ("an integral float", instance(n=1.0), False),
+    ("null", instance(n=None), False),
+    ("a list", instance(n=[1]), False),
+    ("beyond u64", instance(n=2**64), False),
+    ("below i64", instance(n=-(2**63) - 1), False),
+    ("a typed string that is a number", instance(n={"type": "string", "value": 5}), False),
+    ("a negative u64", instance(n={"type": "u64", "value": -1}), False),
+    ("an unknown type", instance(n={"type": "f64", "value": 5}), False),
+    ("a typed value with more", instance(n={"type": "i64", "value": 5, "x": 1}), False),
+    ("a map that is a list", {"job_name": "import_job", "identifying_parameters": []}, False),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "accepted"), INSTANCES)
+def test_parameter_values_are_schema_valid_exactly_when_taken(
+    components: dict[str, Any], rt: Runtime, case: str, body: dict[str, Any], accepted: bool
+) -> None:
+    assert schema_valid(components, "InstanceRequest", body) is accepted
+    answer = rt.post("instances", body)
+    assert (answer.status_code in (200, 201)) is accepted, answer.content
+
+
+UPGRADES = [
+    ("one step", {"load": "load_v2"}, True),
+    ("an empty mapping", {}, False),
+    ("an empty target", {"load": ""}, False),
+    ("a target that is not a string", {"load": 1}, False),
+]
+
+
+@pytest.mark.parametrize(("case", "mapping", "accepted"), UPGRADES)
+def test_a_step_mapping_is_schema_valid_exactly_when_taken(
+    components: dict[str, Any], rt: Runtime, case: str, mapping: Any, accepted: bool
+) -> None:
+    body = {
+        "job_name": "import_job",
+        "key": "v1-to-v2",
+        "from_digest": DIGEST_A,
+        "to_digest": DIGEST_B,
+        "step_mapping": mapping,
+    }
+    assert schema_valid(components, "UpgradeRequest", body) is accepted
+    answer = rt.post("definitions/upgrades", body)
+    # Both digests are unknown definitions: a well-formed edge is 404, not 400.
+    assert (answer.status_code != 400) is accepted, answer.content
+
+
+TARGETS = [
+    ({"node": "load"}, True),
+    ({"terminal": "COMPLETE"}, True),
+    ({}, False),
+    ({"node": "load", "terminal": "FAIL"}, False),
+    ({"terminal": "DONE"}, False),
+    ({"node": ""}, False),
+]
+
+
+@pytest.mark.parametrize(("target", "accepted"), TARGETS)
+def test_a_flow_target_is_schema_valid_exactly_when_taken(
+    components: dict[str, Any], rt: Runtime, target: Any, accepted: bool
+) -> None:
+    execution = rt.started()
+    body = {
+        "source_node_id": "load",
+        "kind": "DECIDER",
+        "observed_outcome": "COMPLETED",
+        "target": target,
+        "plan_fingerprint": DIGEST_A,
+        "input_digest": DIGEST_B,
+    }
+    assert schema_valid(components, "FlowDecisionRequest", body) is accepted
+    answer = rt.post(f"executions/{execution['id']}/flow-decisions", body)
+    # A well-formed decision on a legacy (planless) execution is refused as a
+    # conflict with its plan, never as invalid input.
+    assert (answer.status_code != 400) is accepted, answer.content
+
+
+SURVEYS = [
+    ({"ended_before": "2020-01-01T00:00:00Z"}, True),
+    ({"ended_before": "2020-01-01T00:00:00.123456789+05:30"}, True),
+    ({"ended_before": "2020-01-01T00:00:00Z", "statuses": ["FAILED", "ABANDONED"]}, True),
+    ({"ended_before": "2020-01-01T00:00:00Z", "statuses": ["STARTED"]}, False),
+    ({"ended_before": "2020-01-01T00:00:00Z", "statuses": ["STOPPING"]}, False),
+    ({"ended_before": "2020-01-01T00:00:00Z", "statuses": []}, False),
+    ({"ended_before": "2020-01-01T00:00:00"}, False),
+    ({"ended_before": "2020-01-01 00:00:00Z"}, False),
+    ({"ended_before": "0001-01-01T00:00:00+05:00"}, False),
+    ({"ended_before": "2020-01-01t00:00:00z"}, False),
+]
+
+
+@pytest.mark.parametrize(("body", "accepted"), SURVEYS)
+def test_a_survey_is_schema_valid_exactly_when_taken(
+    components: dict[str, Any], operator: Runtime, body: dict[str, Any], accepted: bool
+) -> None:
+    assert schema_valid(components, "SurveyRequest", body) is accepted
+    answer = operator.post("purge/survey", body)
+    assert (answer.status_code == 200) is accepted, answer.content
