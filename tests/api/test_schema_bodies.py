@@ -22,7 +22,8 @@ DIGEST_B = "b" * 64
 @pytest.fixture(scope="module")
 def components() -> dict[str, Any]:
     document: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
-    return document["components"]
+    found: dict[str, Any] = document["components"]
+    return found
 
 
 def as_json_schema(schema: Any) -> Any:
@@ -41,7 +42,7 @@ def schema_valid(components: dict[str, Any], component: str, body: Any) -> bool:
     """``body`` against ``#/components/schemas/<component>`` (draft 4: an
     ``integer`` has no fraction, as in OpenAPI 3.0)."""
     schema = {"$ref": f"#/components/schemas/{component}", "components": as_json_schema(components)}
-    return jsonschema.Draft4Validator(schema).is_valid(body)
+    return bool(jsonschema.Draft4Validator(schema).is_valid(body))
 
 
 def manifest(**members: Any) -> dict[str, Any]:
