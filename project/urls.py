@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
 from oxide_batch.observability import views as observability
@@ -14,7 +15,13 @@ urlpatterns = [
     path("readyz", observability.readyz, name="readyz"),
     path("metrics", observability.metrics_view, name="metrics"),
     # Browsers ask for /favicon.ico where a page links no icon (the schema's JSON).
-    path("favicon.ico", RedirectView.as_view(url=static("oxide_batch/favicon.svg"))),
+    # The icon's URL is looked up per request: with the manifest storage it is
+    # a hashed name, known once collectstatic has run, and migrate's checks
+    # import this module before that (scripts/serve).
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=lazy(static, str)("oxide_batch/favicon.svg")),
+    ),
 ]
 
 # Under /api/ every error is application/problem+json; elsewhere Django's pages.
