@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+from whitenoise.compress import Compressor
 
 from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
 from oxide_batch.domain.durations import parse_duration
@@ -125,6 +126,9 @@ MIDDLEWARE = [
     # First: X-Request-ID on every response and API request metrics.
     "oxide_batch.observability.middleware.RequestObservabilityMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (collectstatic), before sessions and the
+    # database: a stylesheet costs no query.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -340,6 +344,25 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+# whitenoise serves what collectstatic put in STATIC_ROOT, compressed (docs/deployment.md).
+# With OXIDE_BATCH_STATIC_MANIFEST (scripts/serve turns it on) the pages name the
+# hashed copies collectstatic wrote, which browsers may keep for a year; that needs
+# the manifest, so it is off where nothing is collected: the tests, and scripts/run,
+# whose runserver serves the apps' own files by their plain names.
+OXIDE_BATCH_STATIC_MANIFEST = _env_bool("OXIDE_BATCH_STATIC_MANIFEST", False)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if OXIDE_BATCH_STATIC_MANIFEST
+            else "whitenoise.storage.CompressedStaticFilesStorage"
+        )
+    },
+}
+# Source maps are fetched by a developer's browser tools only; compressing them
+# (several MB for Swagger UI and Redoc) was most of collectstatic's time.
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 
 # Structured events (docs/observability.md): one JSON line per event on the
 # logger ``oxide_batch.events`` (not propagated, so each event is logged once).
