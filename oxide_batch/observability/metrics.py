@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings
@@ -43,6 +44,8 @@ from oxide_batch.observability.database import bounded_cursor
 
 OTHER: Final = "other"
 UNMATCHED_ROUTE: Final = "unmatched"
+# A static file (answered by whitenoise, before any URL pattern), or none there.
+STATIC_ROUTE: Final = "static"
 UNOBSERVED: Final = "unobserved"
 OK: Final = "ok"
 DATABASE_ERROR: Final = "database_error"
@@ -102,8 +105,15 @@ def _routes(patterns: Iterable[URLPattern | URLResolver], prefix: str) -> Iterat
 
 
 def route_values() -> frozenset[str]:
-    """Every route template of the URLconf, and ``unmatched``."""
-    return frozenset({*_routes(get_resolver().url_patterns, ""), UNMATCHED_ROUTE})
+    """Every route template of the URLconf, ``static`` and ``unmatched``."""
+    return frozenset({*_routes(get_resolver().url_patterns, ""), STATIC_ROUTE, UNMATCHED_ROUTE})
+
+
+def unrouted_label(path: str) -> str:
+    """The route label of a request no URL pattern answered: ``static`` under
+    ``STATIC_URL``, else ``unmatched``."""
+    prefix = "/" + urlsplit(settings.STATIC_URL or "").path.strip("/") + "/"
+    return STATIC_ROUTE if prefix != "//" and path.startswith(prefix) else UNMATCHED_ROUTE
 
 
 def method_label(method: str | None) -> str:

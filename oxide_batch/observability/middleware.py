@@ -22,7 +22,8 @@ class RequestObservabilityMiddleware:
     """Sets ``X-Request-ID`` on every response — the client's value when it is
     1–128 characters of ``[A-Za-z0-9._:-]``, else a generated uuid4 hex — and
     binds it for the events of the request; counts the request by route template
-    (the resolved URL pattern, ``unmatched`` when none), method and status class.
+    (the resolved URL pattern; ``static`` for a static file, ``unmatched`` for
+    any other request no pattern answered), method and status class.
 
     List it first in ``MIDDLEWARE`` so every response, including those other
     middleware answer, carries the header.
@@ -48,7 +49,7 @@ class RequestObservabilityMiddleware:
     ) -> None:
         response.headers[REQUEST_ID_HEADER] = request_id
         match = getattr(request, "resolver_match", None)
-        route = getattr(match, "route", None) or metrics.UNMATCHED_ROUTE
+        route = getattr(match, "route", None) or metrics.unrouted_label(request.path_info)
         method = metrics.method_label(request.method)
         status = response.status_code
         safely(

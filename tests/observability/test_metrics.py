@@ -102,6 +102,7 @@ def workload(repo, clock, settings, fresh_metrics, schema_row, superuser_client)
 
     assert superuser_client.get(f"/api/v1/executions/{running.id}").status_code == 200
     assert Client().get("/no/such/page").status_code == 404
+    assert Client().get("/static/oxide_batch/no-such.css").status_code == 404
     assert Client().post("/healthz").status_code == 405
     metrics.GAUGES.now = lambda: clock.now() + timedelta(hours=1)
     return scrape(), running
@@ -169,6 +170,7 @@ def test_a_scripted_workload_shows_the_expected_counts_per_label(workload):
     route = "api/v1/executions/<batch_id:execution_id>"
     assert value(families, api, route=route, method="GET", status_class="2xx") == 1
     assert value(families, api, route="unmatched", method="GET", status_class="4xx") == 1
+    assert value(families, api, route="static", method="GET", status_class="4xx") == 1
     assert value(families, api, route="healthz", method="POST", status_class="4xx") == 1
     assert not any(
         str(running.id) in sample.labels.get("route", "")
