@@ -39,7 +39,7 @@ HARNESS = frozenset(
 )
 
 # What the application reads without the OXIDE_BATCH_ prefix (project/settings.py,
-# manage.py / wsgi.py, oxide_batch/observability/metrics.py).
+# manage.py / wsgi.py, oxide_batch/observability/metrics.py, gunicorn.conf.py).
 UNPREFIXED = frozenset(
     {
         "DJANGO_SETTINGS_MODULE",  # the ini's (or --ds), not the caller's
@@ -59,6 +59,8 @@ UNPREFIXED = frozenset(
         "STATIC_ROOT",
         "LOG_LEVEL",
         "PROMETHEUS_MULTIPROC_DIR",
+        "ADDRESS",  # gunicorn.conf.py (and scripts/run)
+        "WEB_CONCURRENCY",
     }
 )
 

@@ -78,7 +78,7 @@ def test_every_variable_the_application_reads_is_dropped():
     tests.environment.UNPREFIXED, or it would leak from the caller into the tests."""
     from tests.environment import is_app_setting
 
-    sources = [ROOT / "manage.py", *(ROOT / "project").glob("*.py")]
+    sources = [ROOT / "manage.py", ROOT / "gunicorn.conf.py", *(ROOT / "project").glob("*.py")]
     sources += (ROOT / "oxide_batch").rglob("*.py")
     read = {
         name
@@ -87,5 +87,5 @@ def test_every_variable_the_application_reads_is_dropped():
         for name in match.groups()
         if name
     }
-    assert {"OXIDE_BATCH_PURGE_MIN_AGE", "SECRET_KEY"} <= read
+    assert {"OXIDE_BATCH_PURGE_MIN_AGE", "SECRET_KEY", "WEB_CONCURRENCY"} <= read
     assert sorted(name for name in read if not is_app_setting(name)) == ["DATABASE_URL"]
