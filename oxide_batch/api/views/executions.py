@@ -81,7 +81,7 @@ class InstanceExecutionsView(BatchView):
         digest = self.read(s.LaunchInput, request.data).to_domain()
         with self.repository().begin() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
         return Response(s.execution_data(record), status=http.HTTP_201_CREATED)
 
@@ -170,7 +170,7 @@ class ExecutionTransitionView(BatchView):
             execution = uow.transition_job_execution(
                 execution_id, expected, transition, by_runtime=True
             )
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
         return Response(s.execution_data(record))
 
@@ -193,7 +193,7 @@ class ExecutionExitStatusView(BatchView):
         expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
         with self.repository().begin() as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
         return Response(s.execution_data(record))
 
@@ -220,7 +220,7 @@ class ExecutionClaimView(BatchView):
         expected, token = self.read(s.ClaimInput, request.data).to_domain()
         with self.repository().begin() as uow:
             view = uow.claim_execution_owner(execution_id, expected, token)
-            record = selectors.with_extras(view.execution)
+            record = selectors.with_extras(view.execution, uow)
             uow.commit()
         return Response(s.execution_data(record))
 
@@ -247,7 +247,7 @@ class ExecutionControlView(BatchView):
         token = self.read(s.ControlInput, request.data).to_domain()
         with self.repository().begin() as uow:
             control = uow.observe_execution_control(execution_id, token)
-            record = selectors.with_extras(control.execution.execution)
+            record = selectors.with_extras(control.execution.execution, uow)
             uow.commit()
         return Response(
             s.ControlOutput(
