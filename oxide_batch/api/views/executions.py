@@ -8,7 +8,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import selectors
+from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
@@ -83,7 +83,7 @@ class InstanceExecutionsView(BatchView):
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
             record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record), status=http.HTTP_201_CREATED)
+        return Response(render.execution_data(record), status=http.HTTP_201_CREATED)
 
 
 class ExecutionsView(BatchView):
@@ -143,7 +143,7 @@ class ExecutionView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        return Response(s.execution_data(selectors.execution_record(execution_id)))
+        return Response(render.execution_data(selectors.execution_record(execution_id)))
 
 
 class ExecutionTransitionView(BatchView):
@@ -172,7 +172,7 @@ class ExecutionTransitionView(BatchView):
             )
             record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionExitStatusView(BatchView):
@@ -195,7 +195,7 @@ class ExecutionExitStatusView(BatchView):
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
             record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionClaimView(BatchView):
@@ -222,7 +222,7 @@ class ExecutionClaimView(BatchView):
             view = uow.claim_execution_owner(execution_id, expected, token)
             record = selectors.with_extras(view.execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionControlView(BatchView):
@@ -250,11 +250,9 @@ class ExecutionControlView(BatchView):
             record = selectors.with_extras(control.execution.execution, uow)
             uow.commit()
         return Response(
-            s.ControlOutput(
-                {
-                    "execution": record,
-                    "owner_matches": control.owner_matches,
-                    "stop_requested": control.stop_requested,
-                }
-            ).data
+            {
+                "execution": render.execution_data(record),
+                "owner_matches": control.owner_matches,
+                "stop_requested": control.stop_requested,
+            }
         )
