@@ -11,15 +11,12 @@ from typing import Any
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.repository.control import (
-    CONTROL_COLUMNS,
-    execution_view_from_row,
-    newest_step_write,
-)
+from oxide_batch.repository.control import execution_view_from_row, newest_step_write
+from oxide_batch.repository.records import CONTROL_COLUMNS
 
 UNRESOLVED_PAGE_MAX = 500
 

@@ -311,6 +311,9 @@ def _database() -> dict[str, Any]:
     config: dict[str, Any] = dict(
         dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
     )
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # Django's backend with a health check that costs no round trip.
+        config["ENGINE"] = "oxide_batch.db.postgresql"
     statement_ms = int(STATEMENT_TIMEOUT.total_seconds() * 1000)
     lock_ms = int(LOCK_TIMEOUT.total_seconds() * 1000)
     config.setdefault("OPTIONS", {})

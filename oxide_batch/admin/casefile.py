@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.actions import action_url
 from oxide_batch.admin.applicable import action_choices, recovery_why_not
 from oxide_batch.admin.base import can, link

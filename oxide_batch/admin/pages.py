@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models, selectors
+from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
 from oxide_batch.admin import casefile
 from oxide_batch.admin.actions import ExecutionActions, InstanceActions
 from oxide_batch.admin.base import (

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import change_url
 from oxide_batch.admin.display import human
 from oxide_batch.domain.errors import OxideBatchError, RecoveryEvidenceStale, StaleVersion

@@ -36,6 +36,7 @@ from oxide_batch.repository.records import (
 )
 from oxide_batch.repository.retention import RECORD_COLUMNS as RETENTION_RECORD_COLUMNS
 from oxide_batch.repository.retention import retention_record_from_row as retention_record_from_row
+from oxide_batch.repository.unit_of_work import UnitOfWorkBase
 
 EXTRA_COLUMNS = (
     "stop_requested_at",
@@ -147,15 +148,21 @@ def execution_record(execution_id: int) -> ExecutionRecord:
     return execution_record_from_row(row)
 
 
-def with_extras(execution: JobExecution) -> ExecutionRecord:
-    """The extras of an execution a repository call just returned (one query,
-    in the caller's unit of work so it sees that call's write)."""
-    row = (
-        models.JobExecution.objects.filter(pk=execution.id)
-        .annotate(owner_recorded=_owner_recorded(), newest_step_write_at=newest_step_write())
-        .values(*EXTRA_COLUMNS)
-        .first()
-    )
+def with_extras(execution: JobExecution, uow: object = None) -> ExecutionRecord:
+    """The extras of an execution a repository call just returned: from the row
+    that call locked and wrote (``uow.execution_image``) when it read them
+    there, else one query in the caller's unit of work (so it sees that write)."""
+    image = uow.execution_image(execution.id) if isinstance(uow, UnitOfWorkBase) else None
+    row: Row | None
+    if image is not None:
+        row = {**image, "owner_recorded": image["owner_token"] is not None}
+    else:
+        row = (
+            models.JobExecution.objects.filter(pk=execution.id)
+            .annotate(owner_recorded=_owner_recorded(), newest_step_write_at=newest_step_write())
+            .values(*EXTRA_COLUMNS)
+            .first()
+        )
     if row is None:
         raise JobExecutionNotFound(id=execution.id)
     return ExecutionRecord(execution, extras_from_row(row, execution.updated_at))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.operator import (
     OperatorAction,
     OperatorRecord,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Subquery
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import (
     CheckpointEvidence,
@@ -33,7 +33,7 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.repository.records import (
-    JOB_EXECUTION_COLUMNS,
+    CONTROL_COLUMNS,
     Row,
     changed_columns,
     job_execution_from_row,
@@ -42,14 +42,6 @@ from oxide_batch.repository.records import (
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
-CONTROL_COLUMNS = (
-    *JOB_EXECUTION_COLUMNS,
-    "stop_requested_at",
-    "stop_requested_by",
-    "owner_token",
-    "last_observed_at",
-    "last_activity_at",
-)
 EVIDENCE_COLUMNS = (
     "id",
     "status",
@@ -175,7 +167,7 @@ class ControlOperations(UnitOfWorkBase):
     """Operator stop requests, runtime ownership evidence and recovery evidence."""
 
     def _lock_control_row(self, pk: int) -> dict[str, Any]:
-        row = self._lock_row(models.JobExecution, pk, CONTROL_COLUMNS)
+        row = self._lock_execution(pk, CONTROL_COLUMNS)
         if row is None:
             raise JobExecutionNotFound(id=pk)
         return row

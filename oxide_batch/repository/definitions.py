@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.canonical import parse_strict
 from oxide_batch.domain.definitions import (
     DefinitionRegistration,

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import F
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import (
     IncompatibleDefinition,
     JobExecutionNotFound,
@@ -39,6 +39,7 @@ from oxide_batch.domain.recovery import (
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
 from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
+    CONTROL_COLUMNS,
     DECISION_COLUMNS,
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
@@ -219,7 +220,7 @@ class ExecutionOperations(DefinitionOperations):
         return self._compare_and_swap(
             models.JobExecution,
             self._id(JOB_EXECUTION, job_execution_id),
-            JOB_EXECUTION_COLUMNS,
+            CONTROL_COLUMNS,
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: (
@@ -234,6 +235,7 @@ class ExecutionOperations(DefinitionOperations):
                 else fenced_transition(current, expected_version, transition.stamped(now))
             ),
             activity=True,
+            execution=True,
         )
 
     @operation
@@ -244,11 +246,12 @@ class ExecutionOperations(DefinitionOperations):
         return self._compare_and_swap(
             models.JobExecution,
             self._id(JOB_EXECUTION, job_execution_id),
-            JOB_EXECUTION_COLUMNS,
+            CONTROL_COLUMNS,
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: fenced_enrich(current, expected_version, exit_code),
             activity=True,
+            execution=True,
         )
 
     @operation

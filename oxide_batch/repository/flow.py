@@ -22,7 +22,7 @@ from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, Subq
 from django.db.models.expressions import BaseExpression, Window
 from django.db.models.functions import Coalesce
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.canonical import CanonicalJsonError, parse_strict
 from oxide_batch.domain.definitions import FLOW_FORMATS
 from oxide_batch.domain.errors import (

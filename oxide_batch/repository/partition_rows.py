@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Field
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import (
     CountExhausted,
     FaultStateCorrupt,

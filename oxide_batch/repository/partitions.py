@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from django.db.models import Q, QuerySet, Subquery
 from django.db.models.functions import Collate
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import (
     EmptyPartitionPlan,
     InvalidState,

@@ -50,6 +50,15 @@ JOB_EXECUTION_COLUMNS = (
     "upgrade_id",
     "recovery_decision_id",
 )
+# A job execution as its control operations and the API's answers read it.
+CONTROL_COLUMNS = (
+    *JOB_EXECUTION_COLUMNS,
+    "stop_requested_at",
+    "stop_requested_by",
+    "owner_token",
+    "last_observed_at",
+    "last_activity_at",
+)
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
     "job_instance_id",

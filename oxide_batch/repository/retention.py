@@ -16,7 +16,7 @@ from typing import Any
 from django.db import models as django_models
 from django.db.models import Exists, OuterRef, Q
 
-from oxide_batch import models
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string

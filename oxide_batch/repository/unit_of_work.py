@@ -6,10 +6,9 @@ parent step, partitions in key order, worker step. On SQLite the transaction
 starts with ``BEGIN IMMEDIATE`` (settings), which takes the write lock up front.
 
 The single-row statements every CAS shares (the locking read, the plain read,
-the write of the changed columns) are built by the ORM once per model and
-column set and then reused: the SQL, the result names and the converters are
-exactly the ORM's, only the query building and compiling (most of an
-operation's Python time) is not repeated. See docs/performance.md.
+the write of the changed columns) are explicit SQL built once per model and
+column set (``statements.py``): no ORM query is built or compiled on the hot
+path. See docs/performance.md.
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from django.db import DatabaseError, connections, models, transaction
-from django.db.models.sql import UpdateQuery
 
 from oxide_batch.domain.errors import OxideBatchError, RepositoryError
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
-from oxide_batch.repository import hooks
+from oxide_batch.repository import hooks, statements
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, metadata_columns
 
@@ -41,40 +39,7 @@ R = TypeVar("R")
 U = TypeVar("U", bound="UnitOfWorkBase")
 E = TypeVar("E", JobExecution, StepExecution)
 
-# Compiled once with this primary key, which the compiled parameters must then
-# hold exactly once (in range for a 64-bit key, which no row uses: ids are
-# checked before they reach a statement).
-_SENTINEL_PK = 7_340_033_017_000_000_001
 _MAX_PK = 2**63 - 1
-_MISSING: Any = object()
-
-
-class _Select:
-    """A compiled single-row read: the ORM's SQL, result names and converters."""
-
-    __slots__ = ("converters", "names", "sql")
-
-    def __init__(self, sql: str, names: tuple[str, ...], converters: list[Any]) -> None:
-        self.sql = sql
-        self.names = names
-        self.converters = converters
-
-
-class _Update:
-    """A compiled single-row write of a fixed column set (``None`` inlined as NULL,
-    as the ORM does, so which values are ``None`` is part of the key)."""
-
-    __slots__ = ("fields", "sql")
-
-    def __init__(self, sql: str, fields: tuple[models.Field[Any, Any], ...]) -> None:
-        self.sql = sql
-        self.fields = fields
-
-
-# Keyed by (database alias, model, columns, …); ``None`` marks a statement the
-# ORM could not be trusted to compile the same way twice (then it runs as is).
-_selects: dict[tuple[Any, ...], _Select | None] = {}
-_updates: dict[tuple[Any, ...], _Update | None] = {}
 
 
 class _State(enum.Enum):
@@ -136,6 +101,9 @@ class UnitOfWorkBase:
         self._atomic: transaction.Atomic | None = None
         self._outermost = False
         self._db: Any = None
+        # Job executions this unit of work locked with their extras, as last
+        # written (``execution_image``): id → row.
+        self._execution_images: dict[int, dict[str, Any]] = {}
         # What a failed COMMIT loses: the successful operations, as observed.
         self._observed: list[hooks.OperationEvent] = []
 
@@ -288,6 +256,31 @@ class UnitOfWorkBase:
         """One locking read: ``SELECT … FOR NO KEY UPDATE`` of a single row."""
         return self._row(model, pk, columns, lock=True)
 
+    def _lock_execution(
+        self, pk: int, columns: tuple[str, ...], cursor: Any = None
+    ) -> dict[str, Any] | None:
+        """One locking read of a job execution with its extras
+        (``statements.lock_execution``), kept as its image: the operation
+        updates the returned row with what it writes."""
+        if type(pk) is not int or not 0 < pk <= _MAX_PK:
+            return None
+        connection = self._connection
+        statement = statements.lock_execution(connection, columns)
+        if cursor is None:
+            with connection.cursor() as cursor:
+                row = statement.run(cursor, connection, pk)
+        else:
+            row = statement.run(cursor, connection, pk)
+        if row is not None:
+            self._execution_images[pk] = row
+        return row
+
+    def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None:
+        """The row of a job execution this unit of work locked and wrote, with
+        its extras (``statements.EXECUTION_EXTRAS``), as it now stands — or
+        ``None`` when it did not lock that execution."""
+        return self._execution_images.get(job_execution_id)
+
     def _read_row(
         self, model: type[models.Model], pk: int, columns: tuple[str, ...]
     ) -> dict[str, Any] | None:
@@ -298,17 +291,7 @@ class UnitOfWorkBase:
         if columns:
             self._write(model, pk, columns)
 
-    # -- the compiled single-row statements ---------------------------------------
-
-    def _queryset(
-        self, model: type[models.Model], pk: int, columns: tuple[str, ...], lock: bool
-    ) -> Any:
-        """What ``.filter(pk=…).values(…).first()`` runs (with the lock when asked)."""
-        rows = model._default_manager.using(self._using)
-        if lock:
-            rows = rows.select_for_update(no_key=True)
-        values = rows.filter(pk=pk).values(*columns)
-        return (values if values.ordered else values.order_by("pk"))[:1]
+    # -- the single-row statements (explicit SQL, ``statements.py``) -------------------
 
     def _row(
         self,
@@ -319,55 +302,15 @@ class UnitOfWorkBase:
         lock: bool,
         cursor: Any = None,
     ) -> dict[str, Any] | None:
-        key = (self._using, model, columns, lock)
-        select = _selects.get(key, _MISSING)
-        if select is _MISSING:
-            select = _selects[key] = self._compile_select(model, columns, lock)
-        if select is None or type(pk) is not int or not 0 < pk <= _MAX_PK:
-            row: dict[str, Any] | None = next(iter(self._queryset(model, pk, columns, lock)), None)
-            return row
+        """One row's ``columns`` by primary key, locked when asked."""
+        if type(pk) is not int or not 0 < pk <= _MAX_PK:
+            return None  # no row has such a key (ids are checked before they get here)
+        connection = self._connection
+        statement = statements.select(connection, model, columns, lock=lock)
         if cursor is None:
-            with self._connection.cursor() as cursor:
-                cursor.execute(select.sql, (pk,))
-                values = cursor.fetchone()
-        else:
-            cursor.execute(select.sql, (pk,))
-            values = cursor.fetchone()
-        if values is None:
-            return None
-        if select.converters:
-            values = list(values)
-            connection = self._connection
-            for position, converters, expression in select.converters:
-                value = values[position]
-                for converter in converters:
-                    value = converter(value, expression, connection)
-                values[position] = value
-        return dict(zip(select.names, values, strict=True))
-
-    def _compile_select(
-        self, model: type[models.Model], columns: tuple[str, ...], lock: bool
-    ) -> _Select | None:
-        """The ORM's statement for ``_row``, compiled once (inside the transaction,
-        where ``select_for_update`` is allowed)."""
-        query = self._queryset(model, _SENTINEL_PK, columns, lock).query
-        compiler = query.get_compiler(using=self._using)
-        sql, params = compiler.as_sql()
-        if list(params) != [_SENTINEL_PK]:
-            return None
-        names = (
-            tuple(query.selected)
-            if query.selected
-            else (*query.extra_select, *query.values_select, *query.annotation_select)
-        )
-        fields = [selected[0] for selected in compiler.select[0 : compiler.col_count]]
-        if len(fields) != len(names):
-            return None
-        converters = [
-            (position, tuple(converters), expression)
-            for position, (converters, expression) in compiler.get_converters(fields).items()
-        ]
-        return _Select(sql, tuple(names), converters)
+            with connection.cursor() as cursor:
+                return statement.run(cursor, connection, pk)
+        return statement.run(cursor, connection, pk)
 
     def _write(
         self,
@@ -377,75 +320,21 @@ class UnitOfWorkBase:
         *,
         cursor: Any = None,
     ) -> None:
-        key = (self._using, model, tuple((name, value is None) for name, value in columns.items()))
-        update = _updates.get(key, _MISSING)
-        if update is _MISSING:
-            update = _updates[key] = self._compile_update(model, columns)
-        if update is not None and type(pk) is int and 0 < pk <= _MAX_PK:
-            connection = self._connection
-            with transaction.mark_for_rollback_on_error(using=self._using):
-                params = self._prepared(update.fields, columns, connection)
-                if params is not None:
-                    params.append(pk)
-                    if cursor is None:
-                        with connection.cursor() as cursor:
-                            cursor.execute(update.sql, params)
-                    else:
-                        cursor.execute(update.sql, params)
-                    return
-        model._default_manager.using(self._using).filter(pk=pk).update(**columns)
-
-    @staticmethod
-    def _prepared(
-        fields: tuple[models.Field[Any, Any], ...], columns: Mapping[str, Any], connection: Any
-    ) -> list[Any] | None:
-        """The parameters the ORM's UPDATE would send for ``columns`` (each value
-        through its field's ``get_db_prep_save``), or ``None`` when it would not
-        send them as plain parameters (an expression, a value that prepares to
-        NULL): then the ORM runs the write itself."""
-        params = []
-        for field, value in zip(fields, columns.values(), strict=True):
-            if value is None:
-                continue
-            if hasattr(value, "resolve_expression") or hasattr(value, "prepare_database_save"):
-                return None
-            prepared = field.get_db_prep_save(value, connection=connection)
-            if prepared is None or hasattr(prepared, "as_sql"):
-                return None
-            params.append(prepared)
-        return params
-
-    def _compile_update(
-        self, model: type[models.Model], columns: Mapping[str, Any]
-    ) -> _Update | None:
-        """The ORM's ``UPDATE … SET <columns> WHERE pk = …``, compiled once per
-        column set; kept only if its parameters are exactly the prepared values
-        and the key, in order."""
-        if model._meta.parents:
-            return None
+        """One row's ``columns`` written (an ORM expression among the values, or a
+        key no row can have, goes through the ORM's ``update()``)."""
+        if not (type(pk) is int and 0 < pk <= _MAX_PK) or not all(
+            statements.plain(value) for value in columns.values()
+        ):
+            model._default_manager.using(self._using).filter(pk=pk).update(**columns)
+            return
         connection = self._connection
-        query: Any = (
-            model._default_manager.using(self._using)
-            .filter(pk=_SENTINEL_PK)
-            .query.chain(UpdateQuery)
-        )
-        query.add_update_values(dict(columns))
-        if query.related_updates:
-            return None
-        query.clear_select_clause()
-        fields = tuple(field for field, _, _ in query.values)
-        if [field.attname for field in fields] != [
-            getattr(model._meta.get_field(name), "attname", None) for name in columns
-        ]:
-            return None
+        statement = statements.update(connection, model, tuple(columns))
         with transaction.mark_for_rollback_on_error(using=self._using):
-            expected = self._prepared(fields, columns, connection)
-            if expected is None:
-                return None
-            sql, params = query.get_compiler(using=self._using).as_sql()
-        if list(params) != [*expected, _SENTINEL_PK]:
-            return None
-        return _Update(sql, fields)
+            if cursor is None:
+                with connection.cursor() as cursor:
+                    statement.run(cursor, connection, pk, tuple(columns.values()))
+            else:
+                statement.run(cursor, connection, pk, tuple(columns.values()))
 
     def _compare_and_swap(
         self,
@@ -458,15 +347,20 @@ class UnitOfWorkBase:
         extra_columns: Mapping[str, Any] | None = None,
         *,
         activity: bool = False,
+        execution: bool = False,
     ) -> E:
         """The CAS every execution mutation shares: one locking read, the domain
         rule (``change``), one write of the changed columns (plus ``extra_columns``).
 
         ``activity`` marks a runtime write of a job execution (SPEC §9): it moves
-        ``last_activity_at`` to the write time.
+        ``last_activity_at`` to the write time. ``execution``: the row is a job
+        execution, locked with its extras and kept as its image.
         """
         with self._connection.cursor() as cursor:
-            row = self._row(model, pk, columns, lock=True, cursor=cursor)
+            if execution:
+                row = self._lock_execution(pk, columns, cursor)
+            else:
+                row = self._row(model, pk, columns, lock=True, cursor=cursor)
             if row is None:
                 raise not_found(pk)
             current = from_row(row)
@@ -478,6 +372,7 @@ class UnitOfWorkBase:
                 written["last_activity_at"] = now
             if written:
                 self._write(model, pk, written, cursor=cursor)
+                row.update(written)
         return current.with_state(metadata, version, now)
 
     def _insert_unless_conflict(

@@ -59,7 +59,6 @@ from oxide_batch.api.serializers.executions import (
     FailureOutput,
     LaunchInput,
     TransitionInput,
-    execution_data,
 )
 from oxide_batch.api.serializers.flow import (
     FlowDecisionInput,
@@ -230,7 +229,6 @@ __all__ = [
     "UpgradeOutput",
     "check_plan_shape",
     "envelope",
-    "execution_data",
     "identifier",
     "name",
     "operator_data",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
@@ -17,7 +15,6 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
-from oxide_batch.api.selectors import ExecutionRecord
 from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, identifier, name
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.lifecycle import LifecycleTransition
@@ -153,8 +150,3 @@ class ControlOutput(Output):
 
 class ExecutionPageOutput(PageOutput):
     results = ExecutionOutput(many=True)
-
-
-def execution_data(record: ExecutionRecord) -> dict[str, Any]:
-    data: dict[str, Any] = ExecutionOutput(record).data
-    return data

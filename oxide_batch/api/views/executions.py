@@ -8,7 +8,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import selectors
+from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
@@ -81,9 +81,9 @@ class InstanceExecutionsView(BatchView):
         digest = self.read(s.LaunchInput, request.data).to_domain()
         with self.repository().begin() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record), status=http.HTTP_201_CREATED)
+        return Response(render.execution_data(record), status=http.HTTP_201_CREATED)
 
 
 class ExecutionsView(BatchView):
@@ -143,7 +143,7 @@ class ExecutionView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        return Response(s.execution_data(selectors.execution_record(execution_id)))
+        return Response(render.execution_data(selectors.execution_record(execution_id)))
 
 
 class ExecutionTransitionView(BatchView):
@@ -170,9 +170,9 @@ class ExecutionTransitionView(BatchView):
             execution = uow.transition_job_execution(
                 execution_id, expected, transition, by_runtime=True
             )
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionExitStatusView(BatchView):
@@ -193,9 +193,9 @@ class ExecutionExitStatusView(BatchView):
         expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
         with self.repository().begin() as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
-            record = selectors.with_extras(execution)
+            record = selectors.with_extras(execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionClaimView(BatchView):
@@ -220,9 +220,9 @@ class ExecutionClaimView(BatchView):
         expected, token = self.read(s.ClaimInput, request.data).to_domain()
         with self.repository().begin() as uow:
             view = uow.claim_execution_owner(execution_id, expected, token)
-            record = selectors.with_extras(view.execution)
+            record = selectors.with_extras(view.execution, uow)
             uow.commit()
-        return Response(s.execution_data(record))
+        return Response(render.execution_data(record))
 
 
 class ExecutionControlView(BatchView):
@@ -247,14 +247,12 @@ class ExecutionControlView(BatchView):
         token = self.read(s.ControlInput, request.data).to_domain()
         with self.repository().begin() as uow:
             control = uow.observe_execution_control(execution_id, token)
-            record = selectors.with_extras(control.execution.execution)
+            record = selectors.with_extras(control.execution.execution, uow)
             uow.commit()
         return Response(
-            s.ControlOutput(
-                {
-                    "execution": record,
-                    "owner_matches": control.owner_matches,
-                    "stop_requested": control.stop_requested,
-                }
-            ).data
+            {
+                "execution": render.execution_data(record),
+                "owner_matches": control.owner_matches,
+                "stop_requested": control.stop_requested,
+            }
         )

@@ -7,6 +7,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
@@ -35,7 +36,7 @@ class FlowStepView(BatchView):
             if step is None:
                 uow.get_job_instance(instance_id)
                 raise NotFound("no step of this node in the instance", code="flow_step_not_found")
-        return Response(s.StepOutput(step).data)
+        return Response(render.step_data(step))
 
 
 class FlowDecisionsView(BatchView):

@@ -8,6 +8,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
 from oxide_batch.api.permissions import may_see_payloads
@@ -217,4 +218,4 @@ class AggregateView(BatchView):
         with self.repository().begin() as uow:
             step = uow.aggregate_step_partitions(step_id, expected)
             uow.commit()
-        return Response(s.StepOutput(step).data)
+        return Response(render.step_data(step))

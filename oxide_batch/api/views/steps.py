@@ -6,7 +6,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import selectors
+from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.api.schema import endpoint
@@ -83,7 +83,7 @@ class ExecutionStepsView(BatchView):
                     execution_id, step_name, node_id or step_name, start_limit
                 )
             uow.commit()
-        return Response(s.StepOutput(step).data, status=http.HTTP_201_CREATED)
+        return Response(render.step_data(step), status=http.HTTP_201_CREATED)
 
 
 class StepView(BatchView):
@@ -99,7 +99,7 @@ class StepView(BatchView):
         tags=["steps"],
     )
     def get(self, request: Request, step_id: int) -> Response:
-        return Response(s.StepOutput(selectors.step(step_id)).data)
+        return Response(render.step_data(selectors.step(step_id)))
 
 
 class StepTransitionView(BatchView):
@@ -121,7 +121,7 @@ class StepTransitionView(BatchView):
         with self.repository().begin() as uow:
             step = uow.transition_step_execution(step_id, expected, transition)
             uow.commit()
-        return Response(s.StepOutput(step).data)
+        return Response(render.step_data(step))
 
 
 class StepExitStatusView(BatchView):
@@ -143,7 +143,7 @@ class StepExitStatusView(BatchView):
         with self.repository().begin() as uow:
             step = uow.enrich_step_exit_status(step_id, expected, exit_code)
             uow.commit()
-        return Response(s.StepOutput(step).data)
+        return Response(render.step_data(step))
 
 
 class CheckpointView(BatchView):
@@ -197,4 +197,4 @@ class CheckpointView(BatchView):
                 step_id, expected, counts, checkpoint=checkpoint, context=context
             )
             uow.commit()
-        return Response(s.StepOutput(step).data)
+        return Response(render.step_data(step))

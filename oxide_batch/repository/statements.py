@@ -1,0 +1,260 @@
+"""The hot single-row statements as explicit, parameterised SQL.
+
+Every compare-and-swap reads one row by its key (locking it on PostgreSQL with
+``FOR NO KEY UPDATE``, so inserts of child rows are not blocked) and writes the
+columns it changed. Those two statements are written out here, built once per
+(database, table, column set) from the models' public ``_meta`` (table and
+column names, each field's ``get_db_prep_save`` and ``from_db_value``) — no
+ORM query is built or compiled per request, and nothing here touches Django's
+private query classes. The SQL text of a statement never changes, so psycopg
+prepares it after a few executions (``prepare_threshold``, settings).
+
+Values come back as the ORM would return them: the decoding per column type is
+spelled out in :func:`_decoder` (``tests/repository/test_statements.py``
+checks every statement against the ORM's answer on both databases).
+
+Each statement has a name (``lock ob_job_execution(id,status,…)``) for the
+tests and the logs of this module; the SQL itself is plain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from oxide_batch import models as models_  # noqa: TID251 (the model layer)
+
+Decoder = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class SelectRow:
+    """``SELECT <columns> FROM <table> WHERE <pk> = %s`` (``FOR NO KEY UPDATE``
+    on PostgreSQL when ``lock``)."""
+
+    name: str
+    sql: str
+    columns: tuple[str, ...]
+    decoders: tuple[tuple[int, Decoder], ...]
+
+    def run(self, cursor: Any, connection: Any, pk: int) -> dict[str, Any] | None:
+        cursor.execute(self.sql, (pk,))
+        values = cursor.fetchone()
+        if values is None:
+            return None
+        if self.decoders:
+            values = list(values)
+            for position, decode in self.decoders:
+                if values[position] is not None:
+                    values[position] = decode(values[position], connection)
+        return dict(zip(self.columns, values, strict=True))
+
+
+@dataclass(frozen=True)
+class UpdateRow:
+    """``UPDATE <table> SET <column> = %s, … WHERE <pk> = %s``."""
+
+    name: str
+    sql: str
+    fields: tuple[models.Field[Any, Any], ...]
+
+    def run(self, cursor: Any, connection: Any, pk: int, values: Sequence[Any]) -> None:
+        params = [
+            None if value is None else field.get_db_prep_save(value, connection=connection)
+            for field, value in zip(self.fields, values, strict=True)
+        ]
+        params.append(pk)
+        cursor.execute(self.sql, params)
+
+
+def plain(value: Any) -> bool:
+    """A value these statements send as a parameter (not an ORM expression,
+    not a model instance): anything else goes through the ORM's ``update()``."""
+    return not (hasattr(value, "resolve_expression") or hasattr(value, "prepare_database_save"))
+
+
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise ValueError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
+def _sqlite_datetime(value: Any, connection: Any) -> datetime:
+    """SQLite keeps an instant as text in UTC (what the ORM stored)."""
+    if isinstance(value, datetime):
+        parsed: datetime | None = value
+    else:
+        parsed = parse_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not a stored instant: {value!r}")
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, connection.timezone)
+    return parsed
+
+
+def _from_db_value(field: models.Field[Any, Any]) -> Decoder:
+    def decode(value: Any, connection: Any) -> Any:
+        return field.from_db_value(value, None, connection)  # type: ignore[attr-defined]
+
+    return decode
+
+
+def _decoder(field: models.Field[Any, Any], vendor: str) -> Decoder | None:
+    """How a column's raw value becomes the ORM's value (``None`` stays ``None``)."""
+    kind = field.get_internal_type()
+    if hasattr(field, "from_db_value"):  # JSONField: the stored text, parsed
+        return _from_db_value(field)
+    if vendor == "sqlite":
+        if kind == "DateTimeField":
+            return _sqlite_datetime
+        if kind == "BooleanField":
+            return lambda value, _connection: bool(value)
+    return None
+
+
+def _name(kind: str, table: str, columns: Sequence[str]) -> str:
+    return f"{kind} {table}({','.join(columns)})"
+
+
+# Built once per (vendor, model, columns[, lock]); the SQL text never changes.
+_selects: dict[tuple[Any, ...], SelectRow] = {}
+_updates: dict[tuple[Any, ...], UpdateRow] = {}
+
+
+def select(
+    connection: Any, model: type[models.Model], columns: tuple[str, ...], *, lock: bool
+) -> SelectRow:
+    """The single-row read of ``columns`` (field names or attnames) of ``model``."""
+    key = (connection.vendor, model, columns, lock)
+    statement = _selects.get(key)
+    if statement is None:
+        statement = _selects[key] = _select(connection, model, columns, lock)
+    return statement
+
+
+def update(connection: Any, model: type[models.Model], columns: tuple[str, ...]) -> UpdateRow:
+    """The single-row write of ``columns`` (field names or attnames) of ``model``."""
+    key = (connection.vendor, model, columns)
+    statement = _updates.get(key)
+    if statement is None:
+        statement = _updates[key] = _update(connection, model, columns)
+    return statement
+
+
+def _select(
+    connection: Any, model: type[models.Model], columns: tuple[str, ...], lock: bool
+) -> SelectRow:
+    quote = connection.ops.quote_name
+    fields = [_field(model, name) for name in columns]
+    table = model._meta.db_table
+    pk = model._meta.pk
+    assert pk is not None
+    name = _name("lock" if lock else "read", table, columns)
+    locking = " FOR NO KEY UPDATE" if lock and connection.vendor == "postgresql" else ""
+    selected = ", ".join(quote(field.column) for field in fields)
+    sql = (
+        f"SELECT {selected} "  # nosec B608 # quoted model identifiers
+        f"FROM {quote(table)} WHERE {quote(pk.column)} = %s{locking}"
+    )
+    decoders = tuple(
+        (position, decoder)
+        for position, field in enumerate(fields)
+        if (decoder := _decoder(field, connection.vendor)) is not None
+    )
+    return SelectRow(name, sql, columns, decoders)
+
+
+def _update(connection: Any, model: type[models.Model], columns: tuple[str, ...]) -> UpdateRow:
+    quote = connection.ops.quote_name
+    fields = tuple(_field(model, name) for name in columns)
+    table = model._meta.db_table
+    pk = model._meta.pk
+    assert pk is not None
+    name = _name("write", table, columns)
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    sql = (
+        f"UPDATE {quote(table)} SET {assignments} "  # nosec B608 # quoted model identifiers
+        f"WHERE {quote(pk.column)} = %s"
+    )
+    return UpdateRow(name, sql, fields)
+
+
+# What an execution's API answer shows beyond its own columns, read with the
+# execution by ``lock_execution`` (names as the ORM's ``values()`` spells them).
+EXECUTION_EXTRAS = (
+    "newest_step_write_at",
+    "definition__job_name",
+    "definition__revision",
+    "definition__manifest_format",
+    "definition__manifest_digest",
+)
+_locked_executions: dict[tuple[Any, ...], SelectRow] = {}
+
+
+def lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+    """The locking read of one job execution's ``columns`` together with what
+    its answer shows beyond them (``EXECUTION_EXTRAS``): its definition (a join;
+    only the execution row is locked) and its newest step write (a subquery on
+    the steps' index led by the execution id). The API's answer to a
+    transition, a claim or a control observation is then built from the row
+    this read locked and the columns the operation wrote: the row is read once.
+    """
+    key = (connection.vendor, columns)
+    statement = _locked_executions.get(key)
+    if statement is None:
+        statement = _locked_executions[key] = _lock_execution(connection, columns)
+    return statement
+
+
+def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+    quote = connection.ops.quote_name
+    execution, step, definition = models_.JobExecution, models_.StepExecution, models_.JobDefinition
+    fields = [_field(execution, name) for name in columns]
+    updated_at = _field(step, "updated_at")
+    definition_fields = [
+        _field(definition, name.removeprefix("definition__")) for name in EXECUTION_EXTRAS[1:]
+    ]
+
+    def column(alias: str, field: models.Field[Any, Any]) -> str:
+        return f"{alias}.{quote(field.column)}"
+
+    newest = (
+        f"(SELECT {column('s', updated_at)} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
+        f"WHERE {column('s', _field(step, 'job_execution_id'))} = {column('e', _pk(execution))} "
+        f"ORDER BY {column('s', updated_at)} DESC LIMIT 1)"
+    )
+    selected = ", ".join(
+        [
+            *(column("e", field) for field in fields),
+            newest,
+            *(column("d", field) for field in definition_fields),
+        ]
+    )
+    locking = " FOR NO KEY UPDATE OF e" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"SELECT {selected} FROM {quote(execution._meta.db_table)} e "  # nosec B608 # quoted model identifiers
+        f"LEFT JOIN {quote(definition._meta.db_table)} d "
+        f"ON {column('d', _pk(definition))} = {column('e', _field(execution, 'definition_id'))} "
+        f"WHERE {column('e', _pk(execution))} = %s{locking}"
+    )
+    all_fields = [*fields, updated_at, *definition_fields]
+    decoders = tuple(
+        (position, decoder)
+        for position, field in enumerate(all_fields)
+        if (decoder := _decoder(field, connection.vendor)) is not None
+    )
+    name = _name("lock+extras", execution._meta.db_table, columns)
+    return SelectRow(name, sql, (*columns, *EXECUTION_EXTRAS), decoders)
+
+
+def _pk(model: type[models.Model]) -> models.Field[Any, Any]:
+    pk = model._meta.pk
+    assert pk is not None
+    return pk
