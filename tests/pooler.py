@@ -81,10 +81,15 @@ def _ini(directory: Path, port: int, db: Mapping[str, Any], pool_size: int) -> s
             "reserve_pool_size = 0",
             f"max_db_connections = {pool_size}",
             f"max_client_conn = {MAX_CLIENT_CONN}",
-            # A client waits for a server connection rather than being refused.
-            "query_wait_timeout = 60",
+            # A client waits for a server connection at most 5 s (lock_timeout's
+            # order): past it PgBouncer drops it with an error the app answers 503
+            # unavailable. With the 120 s default a request that arrives as
+            # PostgreSQL goes down waits in the pooler (fast-fail spares only
+            # clients that arrive after a failed login): 20 s in the restart test,
+            # until its HTTP client gave up.
+            "query_wait_timeout = 5",
             # Reconnect soon after PostgreSQL comes back (the restart test).
-            "server_login_retry = 1",
+            "server_login_retry = 0.25",
             f"logfile = {directory / 'pgbouncer.log'}",
             f"pidfile = {directory / 'pgbouncer.pid'}",
             "",
