@@ -169,3 +169,21 @@ def run(url: str, token: str, index: int, barrier: threading.Barrier) -> tuple[i
     step = client.transition_step(step, step.version, S.COMPLETED)
     execution = client.transition(execution, execution.version, S.COMPLETED)
     return execution.id, step.id, step.version
+
+
+def test_the_pooler_sets_the_timeouts_the_app_no_longer_sends(deployment: ScaledOut) -> None:
+    """Behind a transaction pooler the app sends no ``options``; PgBouncer's
+    ``connect_query`` sets the same timeouts on every server connection."""
+    with psycopg.connect(
+        host="127.0.0.1",
+        port=deployment.bouncer.port,
+        user=connection.settings_dict["USER"],
+        dbname=deployment.bouncer.database,
+        autocommit=True,
+        prepare_threshold=None,
+    ) as pooled:
+        shown = [
+            pooled.execute(f"SHOW {name}").fetchone()
+            for name in ("statement_timeout", "lock_timeout")
+        ]
+    assert shown == [("30s",), ("5s",)]
