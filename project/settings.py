@@ -294,6 +294,21 @@ SPECTACULAR_SETTINGS = {
 }
 
 
+def _pg_pooler() -> str:
+    value = os.environ.get("OXIDE_BATCH_PG_POOLER", "").strip().lower()
+    if value not in {"", "session", "transaction"}:
+        raise ImproperlyConfigured(
+            f"OXIDE_BATCH_PG_POOLER: 'transaction', 'session' or empty, not {value!r}"
+        )
+    return value
+
+
+# What sits between the app and PostgreSQL: nothing (or a session pooler, which
+# changes nothing here) or a transaction pooler such as PgBouncer with
+# `pool_mode = transaction` (docs/scale-out.md).
+PG_POOLER = _pg_pooler()
+
+
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if not url:
@@ -314,19 +329,32 @@ def _database() -> dict[str, Any]:
     if config["ENGINE"] == "django.db.backends.postgresql":
         # Django's backend with a health check that costs no round trip.
         config["ENGINE"] = "oxide_batch.db.postgresql"
-    statement_ms = int(STATEMENT_TIMEOUT.total_seconds() * 1000)
-    lock_ms = int(LOCK_TIMEOUT.total_seconds() * 1000)
     config.setdefault("OPTIONS", {})
-    config["OPTIONS"]["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    pooled = PG_POOLER == "transaction"
+    if not pooled:
+        # Startup parameters: a transaction pooler (PgBouncer 1.18) refuses the
+        # `options` parameter, and a session SET would leak to whichever client
+        # gets the server connection next; behind one the pooler sets them on its
+        # server connections (connect_query) or the role does (docs/scale-out.md).
+        statement_ms = int(STATEMENT_TIMEOUT.total_seconds() * 1000)
+        lock_ms = int(LOCK_TIMEOUT.total_seconds() * 1000)
+        config["OPTIONS"]["options"] = (
+            f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+        )
     config["OPTIONS"].setdefault("connect_timeout", 5)
     # Parameters bound by the server, and each connection prepares a statement
     # it has run 5 times (psycopg's default; Django's is never): the hot CAS
     # statements are then neither quoted client-side nor parsed and planned
     # again (docs/performance.md). OXIDE_BATCH_PG_PREPARE=false turns preparing
-    # off, for a transaction-mode pooler that cannot carry prepared statements.
+    # off, for a transaction-mode pooler that cannot carry prepared statements;
+    # OXIDE_BATCH_PG_POOLER=transaction implies it. Server-side binding itself
+    # (unnamed statements) works through one.
     config["OPTIONS"].setdefault("server_side_binding", True)
-    if _env_bool("OXIDE_BATCH_PG_PREPARE", True):
+    if _env_bool("OXIDE_BATCH_PG_PREPARE", not pooled):
         config["OPTIONS"].setdefault("prepare_threshold", 5)
+    # A named cursor (QuerySet.iterator()) lives in a session; behind a
+    # transaction pooler its FETCH may reach another server connection.
+    config["DISABLE_SERVER_SIDE_CURSORS"] = pooled
     return config
 
 

@@ -1,7 +1,11 @@
 """Races over real HTTP: gunicorn (two worker processes, threads) on the PostgreSQL
 test database, sixteen client threads released together at a barrier against
 one row. The compare-and-swap admits exactly one; the others are told
-``stale_version``; identical operator requests act once and replay."""
+``stale_version``; identical operator requests act once and replay.
+
+Each race runs twice: against one server on the database directly, and against
+two servers behind PgBouncer in transaction pooling (tests/pooler.py), the
+contenders spread over both."""
 
 from __future__ import annotations
 
@@ -19,17 +23,27 @@ from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 from tests.live import gunicorn, token_for
+from tests.pooler import scaled_out
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
 CONTENDERS = 16
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: None) -> Iterator[str]:
-    """gunicorn serving the app on the test database; stopped at module end."""
-    with gunicorn() as url:
-        yield url
+@pytest.fixture(scope="module", params=["direct", "pgbouncer"])
+def servers(request: pytest.FixtureRequest, django_db_setup: None) -> Iterator[tuple[str, ...]]:
+    """The base URLs to spread contenders over: one gunicorn on the test database,
+    or two behind PgBouncer; stopped at module end."""
+    if request.param == "direct":
+        with gunicorn() as url:
+            yield (url,)
+    else:
+        with scaled_out() as deployment:
+            yield deployment.urls
+
+
+def spread(servers: tuple[str, ...], index: int) -> str:
+    return servers[index % len(servers)]
 
 
 def race(work: Callable[[int], Any]) -> list[Any]:
@@ -59,11 +73,11 @@ def split(outcomes: list[Any]) -> tuple[list[Any], list[BaseException]]:
     return won, lost
 
 
-def test_one_transition_wins_the_rest_are_stale(server: str) -> None:
+def test_one_transition_wins_the_rest_are_stale(servers: tuple[str, ...]) -> None:
     token = token_for("racer", RUNTIME)
-    setup = RuntimeClient(server, token, timeout=20)
+    setup = RuntimeClient(servers[0], token, timeout=20)
     _, execution = setup.launch("raced_job", {"run": "1"})
-    clients = [RuntimeClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+    clients = [RuntimeClient(servers[0], token, timeout=20) for _ in range(CONTENDERS)]
 
     outcomes = race(lambda i: clients[i].transition(execution.id, execution.version, S.STARTED))
 
@@ -79,14 +93,14 @@ def test_one_transition_wins_the_rest_are_stale(server: str) -> None:
     assert (row.status, row.version) == ("STARTED", execution.version + 1)
 
 
-def test_one_chunk_commit_wins_the_rest_are_stale(server: str) -> None:
+def test_one_chunk_commit_wins_the_rest_are_stale(servers: tuple[str, ...]) -> None:
     token = token_for("chunker", RUNTIME)
-    setup = RuntimeClient(server, token, timeout=20)
+    setup = RuntimeClient(servers[0], token, timeout=20)
     _, execution = setup.launch("chunked_job", {"run": "1"})
     execution = setup.start(execution)
     step = setup.create_step(execution, "load")
     step = setup.transition_step(step, step.version, S.STARTED)
-    clients = [RuntimeClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+    clients = [RuntimeClient(servers[0], token, timeout=20) for _ in range(CONTENDERS)]
 
     def commit(index: int) -> tuple[int, Any]:
         committed = clients[index].commit_chunk(
@@ -108,12 +122,12 @@ def test_one_chunk_commit_wins_the_rest_are_stale(server: str) -> None:
     assert state.checkpoint == StateEnvelope("reader.offset", 1, {"offset": winner})
 
 
-def test_identical_operator_requests_act_once_and_replay(server: str) -> None:
-    runtime = RuntimeClient(server, token_for("worker", RUNTIME), timeout=20)
+def test_identical_operator_requests_act_once_and_replay(servers: tuple[str, ...]) -> None:
+    runtime = RuntimeClient(servers[0], token_for("worker", RUNTIME), timeout=20)
     _, execution = runtime.launch("stopped_job", {"run": "1"})
     execution = runtime.start(execution)
     token = token_for("olga", OPERATOR)
-    clients = [OperatorClient(server, token, timeout=20) for _ in range(CONTENDERS)]
+    clients = [OperatorClient(spread(servers, i), token, timeout=20) for i in range(CONTENDERS)]
 
     outcomes = race(
         lambda i: clients[i].stop(execution.id, execution.version, operation_id="stop-race")

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -34,6 +35,7 @@ class PurgeLoop:
         database_url: str,
         interval: float,
         batch_size: int = 50,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.ledger = ledger
         self.deadline = deadline
@@ -47,6 +49,7 @@ class PurgeLoop:
             "OXIDE_BATCH_PURGE_MIN_AGE": "0s",
             "LOG_LEVEL": "WARNING",
             "OXIDE_BATCH_EVENTS_LEVEL": "WARNING",
+            **(environment or {}),
         }
 
     def run(self) -> None:

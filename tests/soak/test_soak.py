@@ -17,10 +17,14 @@ deadline. Then the database is checked against what every actor was told:
   moment, and its records count exactly the rows deleted;
 - no 5xx, no transport error, no refusal outside the expected races.
 
+It runs twice: against one server on the database, and against two servers
+behind PgBouncer in transaction pooling (tests/pooler.py), the purge command
+going through the pooler too.
+
 Profiles: ~25 s of load by default; ``OXIDE_BATCH_SOAK=full`` runs ~3 minutes
 (long enough for dropped executions to go stale and be recovered);
 ``OXIDE_BATCH_SOAK_SECONDS=N`` sets the length. Figures are printed and
-written to ``var/test-artifacts/soak.json``.
+written to ``var/test-artifacts/soak.json`` (``soak-pgbouncer.json``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,7 @@ import pytest
 
 from oxide_batch.api.roles import OPERATOR, RUNTIME
 from tests.live import ROOT, database_url, gunicorn, token_for
+from tests.pooler import POOLED_ENVIRONMENT, scaled_out
 from tests.soak.clients import MeteredOperator, MeteredRuntime
 from tests.soak.database import INSTANCE, Snapshot, purge_recorder, read_snapshot
 from tests.soak.invariants import check
@@ -72,6 +79,7 @@ OPERATOR_NAME = "soak-operator"
 # Operator actions every run must have applied (new requests, not replays).
 EXERCISED_ACTIONS = ("STOP", "RECOVER", "HOLD")
 ARTIFACT = ROOT / "var" / "test-artifacts" / "soak.json"
+POOLED_ARTIFACT = ROOT / "var" / "test-artifacts" / "soak-pgbouncer.json"
 
 
 def soak_seconds() -> float:
@@ -107,16 +115,32 @@ def run_actors(
     return [thread.name for thread in threads if thread.is_alive()], crashes
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """Where the actors send their requests (runtime i to ``urls[i % n]``, the
+    operator to the last) and the database the purge command uses."""
+
+    urls: tuple[str, ...]
+    database: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
 def cast(
-    url: str, runtime_tokens: list[str], operator_token: str, *, seconds: float, deadline: float
+    deployment: Deployment,
+    runtime_tokens: list[str],
+    operator_token: str,
+    *,
+    seconds: float,
+    deadline: float,
 ) -> tuple[dict[str, Callable[[], None]], list[Ledger]]:
     """Every actor of the run (by thread name) and the ledgers they write."""
     actors: dict[str, Callable[[], None]] = {}
     ledgers: list[Ledger] = []
     pool = RestartPool()
+    urls = deployment.urls
     for index, token in enumerate(runtime_tokens):
         ledger = Ledger(f"runtime-{index}")
-        client = MeteredRuntime(url, token, ledger, timeout=HTTP_TIMEOUT)
+        client = MeteredRuntime(urls[index % len(urls)], token, ledger, timeout=HTTP_TIMEOUT)
         runtime = RuntimeActor(
             index, client, ledger, deadline=deadline, pool=pool, seed=1000 + index
         )
@@ -124,7 +148,7 @@ def cast(
         ledgers.append(ledger)
     ledger = Ledger("operator")
     operator = OperatorActor(
-        MeteredOperator(url, operator_token, ledger, timeout=HTTP_TIMEOUT),
+        MeteredOperator(urls[-1], operator_token, ledger, timeout=HTTP_TIMEOUT),
         ledger,
         deadline=deadline,
         seed=7,
@@ -134,7 +158,11 @@ def cast(
     ledgers.append(ledger)
     ledger = Ledger("purge")
     purge = PurgeLoop(
-        ledger, deadline=deadline, database_url=database_url(), interval=PURGE_INTERVAL
+        ledger,
+        deadline=deadline,
+        database_url=deployment.database,
+        interval=PURGE_INTERVAL,
+        environment=deployment.environment,
     )
     actors[ledger.name] = purge.run
     ledgers.append(ledger)
@@ -160,9 +188,28 @@ def summarize(
     return report
 
 
+@contextmanager
+def deployed(kind: str, environment: Mapping[str, str]) -> Iterator[Deployment]:
+    """One gunicorn on the test database, or two behind PgBouncer (tests/pooler.py)
+    with the purge command going through the pooler too."""
+    if kind == "direct":
+        with gunicorn(workers=2, threads=4, environment=environment) as url:
+            yield Deployment(urls=(url,), database=database_url())
+    else:
+        with scaled_out(workers=2, threads=4, environment=environment) as running:
+            yield Deployment(
+                urls=running.urls,
+                database=running.bouncer.url(),
+                environment=POOLED_ENVIRONMENT,
+            )
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_bounded_soak_keeps_every_invariant(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("kind", ["direct", "pgbouncer"])
+def test_a_bounded_soak_keeps_every_invariant(
+    kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     seconds = soak_seconds()
     runtime_tokens = [token_for(f"soak-runtime-{i}", RUNTIME) for i in range(RUNTIMES)]
     operator_token = token_for(OPERATOR_NAME, OPERATOR)
@@ -173,18 +220,20 @@ def test_a_bounded_soak_keeps_every_invariant(capsys: pytest.CaptureFixture[str]
         "OXIDE_BATCH_RECOVERY_STALE_AFTER": f"{STALE_AFTER_SECONDS}s",
     }
     with purge_recorder():
-        with gunicorn(workers=2, threads=4, environment=environment) as url:
+        with deployed(kind, environment) as deployment:
             started = time.monotonic()
             deadline = started + seconds
             actors, ledgers = cast(
-                url, runtime_tokens, operator_token, seconds=seconds, deadline=deadline
+                deployment, runtime_tokens, operator_token, seconds=seconds, deadline=deadline
             )
             hung, crashes = run_actors(actors, deadline)
             elapsed = time.monotonic() - started
         snapshot = read_snapshot()
     ledger = merge(ledgers)
     violations = check(snapshot, ledger, operator_actor=OPERATOR_NAME)
-    publish(summarize(ledger, snapshot, elapsed=elapsed, violations=violations, hung=hung), capsys)
+    report = summarize(ledger, snapshot, elapsed=elapsed, violations=violations, hung=hung)
+    report["deployment"] = {"kind": kind, "servers": len(deployment.urls)}
+    publish(report, capsys, ARTIFACT if kind == "direct" else POOLED_ARTIFACT)
 
     assert not hung, f"threads still running {JOIN_GRACE} s past the deadline: {hung}"
     assert not crashes, "\n".join(crashes)
@@ -199,11 +248,11 @@ def test_a_bounded_soak_keeps_every_invariant(capsys: pytest.CaptureFixture[str]
     assert snapshot.rows_purged()[INSTANCE] > 0
 
 
-def publish(report: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
-    ARTIFACT.write_text(json.dumps(report, indent=2) + "\n")
+def publish(report: dict[str, Any], capsys: pytest.CaptureFixture[str], artifact: Path) -> None:
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    artifact.write_text(json.dumps(report, indent=2) + "\n")
     with capsys.disabled():
-        print("\n" + render(report) + f"\n  figures: {Path(ARTIFACT).relative_to(ROOT)}")
+        print("\n" + render(report) + f"\n  figures: {artifact.relative_to(ROOT)}")
 
 
 # ------------------------------------------------- the checker catches what it should
