@@ -139,9 +139,10 @@ def setup_django() -> str:
     django.setup()
     from django.contrib.auth.models import Group, User
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
     from oxide_batch.api.roles import RUNTIME, ensure_roles
+    from oxide_batch.repository.clock import SystemClock
+    from oxide_batch.repository.tokens import issue_api_token
 
     call_command("migrate", verbosity=0, interactive=False)
     # The structured events (one JSON line per lifecycle event, SPEC'd by the
@@ -155,7 +156,7 @@ def setup_django() -> str:
     ensure_roles()
     user = User.objects.create_user("bench-runtime", password=None)
     user.groups.add(Group.objects.get(name=RUNTIME))
-    return str(Token.objects.create(user=user).key)
+    return issue_api_token(user=user, name="bench", now=SystemClock().now()).token
 
 
 def cores() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Length
@@ -17,6 +18,7 @@ from django.db.models.lookups import Exact, GreaterThanOrEqual, LessThanOrEqual
 
 from oxide_batch.domain.flow import STEP_SOURCED, FlowTransitionKind, TerminalKind
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus, FailureCategory
+from oxide_batch.domain.tokens import DIGEST_LENGTH, PREFIX_LENGTH
 
 FLOW_KINDS = [kind.value for kind in FlowTransitionKind]
 TERMINALS = [terminal.value for terminal in TerminalKind]
@@ -719,3 +721,48 @@ class SchemaVersion(models.Model):
 
     def __str__(self) -> str:
         return f"schema version {self.version}"
+
+
+class ApiToken(models.Model):
+    """An API token of a user, kept as its lookup prefix and its SHA-256 digest
+    (``oxide_batch.domain.tokens``): a dump of this table authenticates no one.
+
+    Made by ``manage.py batch_token create`` (the only time the token is
+    shown); revoked, never deleted, so the list keeps what existed. Its use is
+    not recorded: a write on every request is what the hot path cannot afford.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=64)
+    key_prefix = models.CharField(max_length=PREFIX_LENGTH, unique=True)
+    digest = models.CharField(max_length=DIGEST_LENGTH)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ob_api_token"
+        verbose_name = "API token"
+        constraints = [
+            models.CheckConstraint(
+                condition=Exact(Length("key_prefix"), PREFIX_LENGTH), name="ob_api_token_prefix"
+            ),
+            models.CheckConstraint(
+                condition=Exact(Length("digest"), DIGEST_LENGTH), name="ob_api_token_digest"
+            ),
+            _length_between("name", 64, "ob_api_token_name_length"),
+            models.CheckConstraint(
+                condition=Q(expires_at__isnull=True) | Q(expires_at__gt=F("created_at")),
+                name="ob_api_token_expires_after_created",
+            ),
+            models.CheckConstraint(
+                condition=Q(revoked_at__isnull=True) | Q(revoked_at__gte=F("created_at")),
+                name="ob_api_token_revoked_after_created",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.name})"

@@ -115,7 +115,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -204,7 +203,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 
 # request gets 401 (with WWW-Authenticate) rather than 403.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        # DRF's TokenAuthentication, reading the batch permissions in the same query.
+        # DRF's TokenAuthentication against hashed tokens (oxide_batch.models.ApiToken),
+        # reading the batch permissions in the same query.
         "oxide_batch.api.authentication.BatchTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],

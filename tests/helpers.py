@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from oxide_batch.domain import (
     BatchStatus,
@@ -14,7 +15,13 @@ from oxide_batch.domain import (
     LifecycleTransition,
     ParameterType,
 )
-from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
+from oxide_batch.repository.tokens import issue_api_token
+
+
+def api_token(user: Any, name: str = "test") -> str:
+    """A new API token of ``user`` (committed unless in the test's transaction)."""
+    return issue_api_token(user=user, name=name, now=SystemClock().now()).token
 
 
 def key(job: str = "import_job", run: str = "2026-07-29") -> JobInstanceKey:

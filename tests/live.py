@@ -23,9 +23,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from oxide_batch.api.roles import ensure_roles
+from tests.helpers import api_token
 
 ROOT = Path(__file__).resolve().parents[1]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
@@ -131,4 +131,4 @@ def token_for(username: str, group: str) -> str:
     ensure_roles()  # transactional tests flush the groups
     user = User.objects.create_user(username)
     user.groups.add(Group.objects.get(name=group))
-    return str(Token.objects.create(user=user).key)
+    return api_token(user)

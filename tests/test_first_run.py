@@ -1,14 +1,18 @@
 """A quiet, clear first run (issue 15 point 4): the demo's event lines go to a
-file, and ``migrate`` does not warn that the schema needs ``migrate``.
+file, ``migrate`` does not warn that the schema needs ``migrate``, and the
+runtime token the examples read works (issue 16: a new one each run).
 
 ``scripts/run`` itself installs the project, so it is not run here; these are
-its pieces (the address helper, the demo's ``--events-log``, ``migrate``)."""
+its pieces (the address helper, the demo's ``--events-log``, ``migrate``, the
+``batch_token`` line that writes ``var/runtime-token``)."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from rest_framework.test import APIClient
 
 from oxide_batch import checks as schema_checks
 from oxide_batch import models
@@ -76,3 +81,31 @@ def test_the_address_helper_waits_for_the_server_scripts_run_starts():
         port = server.getsockname()[1]
         for address in (f"127.0.0.1:{port}", f"0.0.0.0:{port}", str(port)):
             assert subprocess.run([*helper, address], timeout=10, check=False).returncode == 0
+
+
+def _runtime_token_step() -> list[str]:
+    """The ``manage.py`` arguments of scripts/run's ``> var/runtime-token`` line."""
+    script = (ROOT / "scripts" / "run").read_text().replace("\\\n", " ")
+    match = re.search(r"manage\.py (batch_token [^>]*)> var/runtime-token", script)
+    assert match is not None
+    return shlex.split(match[1])
+
+
+@pytest.mark.django_db
+def test_each_run_writes_a_working_runtime_token_and_revokes_the_last():
+    def run_step() -> str:
+        out, err = io.StringIO(), io.StringIO()
+        call_command(*_runtime_token_step(), stdout=out, stderr=err)
+        assert err.getvalue() == ""  # scripts/run's terminal stays quiet
+        (token,) = out.getvalue().splitlines()
+        return token
+
+    def status(token: str) -> int:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client.get("/api/v1/executions").status_code
+
+    first = run_step()
+    assert status(first) == 200  # a batch-runtime user reads executions
+    second = run_step()
+    assert (status(first), status(second)) == (401, 200)

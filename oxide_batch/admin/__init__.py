@@ -4,6 +4,7 @@
 - :mod:`.actions` — audited operator actions behind a confirmation page
 - :mod:`.dashboard` and :mod:`.svg` — the dashboard and its pictures
 - :mod:`.paginator` — a paginator that never counts a whole table
+- :mod:`.tokens` — API tokens: listed without secrets, revoked after a confirmation
 
 Every change to batch rows goes through the services; the admin never adds,
 edits or deletes them.
@@ -11,6 +12,6 @@ edits or deletes them.
 
 from __future__ import annotations
 
-from oxide_batch.admin import pages
+from oxide_batch.admin import pages, tokens
 
-__all__ = ["pages"]
+__all__ = ["pages", "tokens"]

@@ -478,6 +478,38 @@ class StepPartitionNotFound(NotFound):
 
 
 @dataclass(eq=False)
+class ApiTokenNotFound(NotFound):
+    """No API token has this prefix (the listed, non-secret part of a token)."""
+
+    code: ClassVar[str] = "api_token_not_found"
+    key_prefix: str
+
+    @property
+    def message(self) -> str:
+        return f"no API token has the prefix {self.key_prefix!r}"
+
+
+@dataclass(eq=False)
+class UserNotFound(NotFound):
+    code: ClassVar[str] = "user_not_found"
+    username: str
+
+    @property
+    def message(self) -> str:
+        return f"no user is named {self.username!r}"
+
+
+@dataclass(eq=False)
+class GroupNotFound(NotFound):
+    code: ClassVar[str] = "group_not_found"
+    name: str
+
+    @property
+    def message(self) -> str:
+        return f"no group is named {self.name!r}"
+
+
+@dataclass(eq=False)
 class EmptyPartitionPlan(RepositoryError):
     code: ClassVar[str] = "empty_partition_plan"
 

@@ -83,6 +83,8 @@ class OperatorStringKind(enum.Enum):
     ACTOR = ("actor", 128, r"[A-Za-z0-9._:@-]+", "A-Z a-z 0-9 . _ : @ -")
     REASON_CODE = ("reason code", 64, r"[A-Z0-9_]+", "A-Z 0-9 _")
     OPERATION_ID = ("operation id", 64, r"[A-Za-z0-9._:-]+", "A-Z a-z 0-9 . _ : -")
+    # What an API token is for (``nightly-runtime``), shown in lists and the console.
+    TOKEN_NAME = ("token name", 64, r"[A-Za-z0-9._:@-]+", "A-Z a-z 0-9 . _ : @ -")
 
     def __init__(self, label: str, max_bytes: int, pattern: str, allowed: str) -> None:
         self.label = label

@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from oxide_batch import models
+from oxide_batch.admin import applicable
 from oxide_batch.admin.applicable import (
     action_choices,
     action_choices_many,
@@ -23,6 +24,7 @@ from oxide_batch.admin.applicable import (
 from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.evidence import RecoveryEvidence, propose_recovery
 from oxide_batch.domain.lifecycle import LEGAL_TRANSITIONS
+from oxide_batch.repository.clock import SystemClock
 
 S = BatchStatus
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -180,7 +182,11 @@ def test_an_instance_page_offers_hold_or_release_by_its_hold(operator_client, de
 
 
 @pytest.mark.django_db
-def test_choices_for_many_rows_read_their_proposals_together(demo):
+def test_choices_for_many_rows_read_their_proposals_together(demo, monkeypatch):
+    # One instant for both readings: the texts say "last activity 15s ago".
+    frozen = SystemClock().now()
+    monkeypatch.setattr(SystemClock, "now", lambda self: frozen)
+    monkeypatch.setattr(applicable.timezone, "now", lambda: frozen)
     rows = list(
         models.JobExecution.objects.values("id", "status", "stop_requested_at", "stop_requested_by")
     )

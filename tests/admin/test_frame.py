@@ -90,7 +90,7 @@ def test_batch_metadata_comes_first_on_the_index(admin_client):
     apps = response.context["app_list"]
     labels = [app["app_label"] for app in apps]
     assert labels[0] == "oxide_batch"
-    assert len(labels) > 2
+    assert len(labels) >= 2
     names = [app["name"].lower() for app in apps[1:]]
     assert names == sorted(names)  # the rest in Django's order
     text = response.content.decode()

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from oxide_batch.api import deps
@@ -17,6 +16,7 @@ from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.repository import FixedClock
 from tests.conftest import EPOCH
+from tests.helpers import api_token
 
 API = "/api/v1"
 ROLES = ("anonymous", "nobody", "viewer", "runtime", "operator", "superuser")
@@ -92,8 +92,7 @@ def make_user(role: str) -> User | None:
 def token_client(user: User | None) -> APIClient:
     client = APIClient()
     if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     return client
 
 

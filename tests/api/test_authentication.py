@@ -1,9 +1,12 @@
-"""Token authentication is ONE statement (token, user flags and batch permissions)
-and answers exactly what DRF's ``TokenAuthentication`` answers."""
+"""Token authentication against hashed tokens is ONE query (token, user flags
+and batch permissions), writes nothing, answers DRF's 401s, and holds exactly
+the permissions Django's own ``has_perm`` says."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,10 +15,9 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from oxide_batch import models
 from oxide_batch.api.authentication import ATTRIBUTE, BatchTokenAuthentication
 from oxide_batch.api.roles import (
     APP_LABEL,
@@ -28,23 +30,27 @@ from oxide_batch.api.roles import (
     VIEW_BATCH_PAYLOAD,
     VIEWER,
 )
-from tests.api.support import Runtime, problem, token_client, url
+from oxide_batch.domain.tokens import key_prefix
+from oxide_batch.repository import FixedClock
+from oxide_batch.repository.tokens import issue_api_token, revoke_api_token
+from tests.api.support import Runtime, fixed_api_clock, problem, token_client, url
+from tests.helpers import api_token
 
 pytestmark = pytest.mark.django_db
 
-
-def _key(user: User) -> str:
-    return str(Token.objects.get_or_create(user=user)[0].key)
-
-
-def _ours(key: str) -> tuple[Any, Any]:
-    return BatchTokenAuthentication().authenticate_credentials(key)
+# The tables authentication reads; a request's statements naming any are its own.
+AUTH_TABLES = ("ob_api_token", "auth_user", "auth_permission", "auth_group")
 
 
-def _refusal(authenticate: Callable[[str], Any], key: str) -> tuple[str, str]:
+def _ours(token: str) -> tuple[Any, Any]:
+    return BatchTokenAuthentication().authenticate_credentials(token)
+
+
+def _refusal(token: str) -> str:
     with pytest.raises(exceptions.AuthenticationFailed) as raised:
-        authenticate(key)
-    return str(raised.value.detail), str(raised.value.get_codes())
+        _ours(token)
+    assert raised.value.get_codes() == "authentication_failed"
+    return str(raised.value.detail)
 
 
 def _in_groups(name: str, *groups: str) -> User:
@@ -57,81 +63,152 @@ def _batch_permission(codename: str) -> Permission:
     return Permission.objects.get(content_type__app_label=APP_LABEL, codename=codename)
 
 
-# ------------------------------------------------------------------ same answers as DRF
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
+    """The API's clock (expiry is decided by it), fixed."""
+    return fixed_api_clock(monkeypatch)
 
 
-@pytest.mark.parametrize("case", ["unknown", "inactive", "deleted user", "revoked"])
-def test_a_refused_token_is_refused_as_drf_refuses_it(case: str) -> None:
-    user = User.objects.create_user("someone")
-    key = _key(user)
-    if case == "unknown":
-        key = "0" * 40
-    elif case == "inactive":
-        User.objects.filter(pk=user.pk).update(is_active=False)
-    elif case == "deleted user":
-        user.delete()
-    else:
-        Token.objects.filter(key=key).delete()
-    drf = _refusal(TokenAuthentication().authenticate_credentials, key)
-    assert _refusal(_ours, key) == drf
-    expected = "User inactive or deleted." if case == "inactive" else "Invalid token."
-    assert drf[0] == expected
+# ------------------------------------------------------------------ who is refused
 
 
-@pytest.mark.parametrize("case", ["unknown", "inactive"])
-def test_a_refused_token_is_a_401_problem_with_www_authenticate(case: str) -> None:
-    user = User.objects.create_user("someone", is_active=case != "inactive")
-    client = token_client(user)
-    if case == "unknown":
-        client.credentials(HTTP_AUTHORIZATION=f"Token {'f' * 40}")
-    response = client.get(url("descriptor"))
-    body = problem(response, 401, "authentication_failed")
-    assert response["WWW-Authenticate"] == "Token"
-    assert body["detail"] == (
-        "User inactive or deleted." if case == "inactive" else "Invalid token."
-    )
-
-
-def test_the_user_and_token_are_those_drf_returns() -> None:
+def test_a_valid_token_authenticates_its_user_with_the_token_row() -> None:
     user = _in_groups("runner", RUNTIME)
-    key = _key(user)
-    drf_user, drf_token = TokenAuthentication().authenticate_credentials(key)
-    ours, token = _ours(key)
-    assert type(ours) is type(drf_user)
-    assert ours == drf_user
+    issued = issue_api_token(user=user, name="nightly-runtime", now=FixedClock().now())
+    ours, token = _ours(issued.token)
+    assert type(ours) is User
     assert (ours.pk, ours.get_username(), ours.is_active, ours.is_superuser) == (
-        drf_user.pk,
+        user.pk,
         "runner",
         True,
         False,
     )
-    assert token == drf_token
+    assert (token.pk, token.name, token.key_prefix) == (
+        issued.row.pk,
+        "nightly-runtime",
+        key_prefix(issued.token),
+    )
     assert token.user is ours
     # Fields not read are deferred, and load lazily with their stored values.
     assert "email" in ours.get_deferred_fields()
-    assert (ours.email, ours.date_joined) == (drf_user.email, drf_user.date_joined)
-    assert token.created == drf_token.created
+    assert (ours.email, ours.date_joined) == (user.email, user.date_joined)
+    assert token.created_at == issued.row.created_at
 
 
-# ------------------------------------------------------------------ one statement
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("unknown prefix", "Invalid token."),
+        ("right prefix, wrong secret", "Invalid token."),
+        ("one character more", "Invalid token."),
+        ("one character less", "Invalid token."),
+        ("the prefix alone", "Invalid token."),
+        ("the stored digest", "Invalid token."),
+        ("expired", "Token expired."),
+        ("expired, wrong secret", "Invalid token."),
+        ("revoked", "Token revoked."),
+        ("revoked, wrong secret", "Invalid token."),
+        ("inactive user", "User inactive or deleted."),
+        ("inactive superuser", "User inactive or deleted."),
+        ("deleted user", "Invalid token."),
+    ],
+)
+def test_a_refused_token_is_told_why_only_when_it_is_the_right_one(
+    case: str, message: str, clock: FixedClock
+) -> None:
+    if case == "inactive superuser":
+        user = User.objects.create_superuser("root", password=None, is_active=False)
+    else:
+        user = User.objects.create_user("someone", is_active=case != "inactive user")
+    expires_in = timedelta(hours=1) if case.startswith("expired") else None
+    issued = issue_api_token(user=user, name="t", now=clock.now(), expires_in=expires_in)
+    token = issued.token
+    if case.startswith("expired"):
+        clock.advance(timedelta(hours=1))
+    if case.startswith("revoked"):
+        revoke_api_token(key_prefix=key_prefix(token), now=clock.now())
+    if case == "deleted user":
+        user.delete()
+    presented = {
+        "unknown prefix": "ob_zzzzzzzzz" + token[12:],
+        "one character more": token + "x",
+        "one character less": token[:-1],
+        "the prefix alone": key_prefix(token),
+        "the stored digest": issued.row.digest,
+    }.get(case, token)
+    if "wrong secret" in case:
+        presented = key_prefix(token) + "_" + "A" * 43
+    assert _refusal(presented) == message
 
 
-def test_authentication_is_one_statement_and_the_user_needs_no_other(
+def test_expiry_is_the_instant_itself(clock: FixedClock) -> None:
+    user = User.objects.create_user("someone")
+    token = issue_api_token(
+        user=user, name="t", now=clock.now(), expires_in=timedelta(days=90)
+    ).token
+    clock.advance(timedelta(days=90) - timedelta(milliseconds=1))
+    assert _ours(token)[0] == user
+    clock.advance(timedelta(milliseconds=1))
+    assert _refusal(token) == "Token expired."
+
+
+@pytest.mark.parametrize("case", ["unknown", "expired", "revoked", "inactive"])
+def test_a_refused_token_is_a_401_problem_with_www_authenticate(
+    case: str, clock: FixedClock
+) -> None:
+    user = User.objects.create_user("someone", is_active=case != "inactive")
+    issued = issue_api_token(user=user, name="t", now=clock.now(), expires_in=timedelta(hours=1))
+    token = "f" * 40 if case == "unknown" else issued.token
+    if case == "expired":
+        clock.advance(timedelta(hours=2))
+    if case == "revoked":
+        revoke_api_token(key_prefix=issued.row.key_prefix, now=clock.now())
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    response = client.get(url("descriptor"))
+    body = problem(response, 401, "authentication_failed")
+    assert response["WWW-Authenticate"] == "Token"
+    assert (
+        body["detail"]
+        == {
+            "unknown": "Invalid token.",
+            "expired": "Token expired.",
+            "revoked": "Token revoked.",
+            "inactive": "User inactive or deleted.",
+        }[case]
+    )
+
+
+def test_the_header_is_drfs_token_header() -> None:
+    token = api_token(_in_groups("viewer", VIEWER))
+    for header, status in [
+        (f"Token {token}", 200),
+        (f"token {token}", 200),  # DRF compares the keyword case-insensitively
+        (f"Bearer {token}", 401),  # not a token header: anonymous
+        ("Token", 401),
+        (f"Token {token} extra", 401),
+    ]:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=header)
+        assert client.get(url("descriptor")).status_code == status, header
+
+
+# ------------------------------------------------------------------ one query, no write
+
+
+def test_authentication_is_one_query_and_the_user_needs_no_other(
     django_assert_num_queries: Any,
 ) -> None:
-    key = _key(_in_groups("runner", RUNTIME))
+    token = api_token(_in_groups("runner", RUNTIME))
     with django_assert_num_queries(1):
-        user, token = _ours(key)
+        user, row = _ours(token)
         # What the API reads: authorization, the audit actor, the throttle's ident.
         assert (user.is_authenticated, user.is_active, user.is_superuser) == (True, True, False)
         assert user.get_username() == "runner"
-        assert user.pk == user.id == token.user_id
-        assert token.key == key
-        assert token.user is user
+        assert user.pk == user.id == row.user_id
+        assert row.key_prefix == key_prefix(token)
+        assert row.user is user
         assert getattr(user, ATTRIBUTE) == {VIEW_BATCH, RUN_BATCH, VIEW_BATCH_PAYLOAD}
-
-
-AUTH_TABLES = ("authtoken_token", "auth_user", "auth_permission", "auth_group")
 
 
 def _auth_statements(client: APIClient, path: str) -> tuple[int, list[str]]:
@@ -148,7 +225,7 @@ def _auth_statements(client: APIClient, path: str) -> tuple[int, list[str]]:
     [("viewer", (VIEWER,)), ("operator", (OPERATOR,)), ("no role", ()), ("super", None)],
 )
 @pytest.mark.parametrize("path", ["descriptor", "executions", f"executions/{10**9}"])
-def test_a_token_request_authenticates_in_one_statement(
+def test_a_token_request_authenticates_in_one_select_and_writes_nothing(
     role: str, groups: tuple[str, ...] | None, path: str
 ) -> None:
     if groups is None:
@@ -156,21 +233,20 @@ def test_a_token_request_authenticates_in_one_statement(
     else:
         user = _in_groups(role.replace(" ", "-"), *groups)
     client = token_client(user)
-    client.get(url(path))  # warm: the statement is built on first use
     status, statements = _auth_statements(client, path)
     assert status == (403 if role == "no role" else 404 if "/" in path else 200)
     assert len(statements) == 1, statements
-    assert '"authtoken_token"' in statements[0]
-    assert '"auth_permission"' in statements[0]
+    (statement,) = statements
+    assert statement.startswith("SELECT")
+    assert '"ob_api_token"' in statement
+    assert '"auth_permission"' in statement
+    assert '"ob_api_token"."key_prefix" = ' in statement
 
 
 def test_an_operator_action_records_the_actor_from_the_authenticated_row(
     rt: Runtime, operator: Runtime
 ) -> None:
-    from oxide_batch.models import JobInstance
-
     instance, _ = rt.launch()
-    operator.get("descriptor")  # warm
     path = f"instances/{instance['id']}/hold"
     body = {"reason_code": "LEGAL_HOLD", "operation_id": "hold-1"}
     with CaptureQueriesContext(connection) as captured:
@@ -179,7 +255,7 @@ def test_an_operator_action_records_the_actor_from_the_authenticated_row(
     # The actor (username + id) needs no read of the user beyond authentication.
     assert len([s for s in statements if any(f'"{t}' in s for t in AUTH_TABLES)]) == 1, statements
     user = User.objects.get(username="operator-user")
-    row = JobInstance.objects.get(pk=instance["id"])
+    row = models.JobInstance.objects.get(pk=instance["id"])
     assert (row.hold_actor, row.hold_user_id) == ("operator-user", user.pk)
 
 
@@ -187,41 +263,80 @@ def test_an_operator_action_records_the_actor_from_the_authenticated_row(
 
 
 def _held(user: User) -> frozenset[str]:
-    _, token = _ours(_key(user))
-    held: frozenset[str] = getattr(token.user, ATTRIBUTE)
+    found, _ = _ours(api_token(user))
+    held: frozenset[str] = getattr(found, ATTRIBUTE)
     return held
 
 
-def test_permissions_come_from_groups_and_from_the_user_and_are_unioned() -> None:
-    user = _in_groups("both", VIEWER, OPERATOR)
-    user.user_permissions.add(_batch_permission(RUN_BATCH))
-    assert _held(user) == set(PERMISSIONS)
-    assert _held(_in_groups("viewer-only", VIEWER)) == {VIEW_BATCH}
-    assert _held(User.objects.create_user("nothing")) == frozenset()
+def _django_says(user: User) -> set[str]:
+    fresh = User.objects.get(pk=user.pk)  # no permission cache
+    return {codename for codename in PERMISSIONS if fresh.has_perm(f"{APP_LABEL}.{codename}")}
+
+
+@pytest.fixture
+def grants() -> dict[str, Any]:
+    """What a user may hold: groups, direct permissions, look-alikes of other apps."""
+    lone = Group.objects.create(name="lone-recoverer")
+    lone.permissions.add(_batch_permission(RECOVER_EXECUTION))
+    foreign = Permission.objects.create(
+        content_type=ContentType.objects.get_for_model(Group),
+        codename=RUN_BATCH,
+        name="same codename, another app",
+    )
+    foreign_group = Group.objects.create(name="foreign")
+    foreign_group.permissions.add(foreign)
+    # The same batch codename on another content type of the app still counts
+    # (ModelBackend matches app label and codename).
+    twin = Permission.objects.create(
+        content_type=ContentType.objects.get_for_model(models.JobInstance),
+        codename=VIEW_BATCH_PAYLOAD,
+        name="same codename, another model of the app",
+    )
+    return {
+        "groups": {name: Group.objects.get(name=name) for name in (VIEWER, RUNTIME, OPERATOR)}
+        | {"lone-recoverer": lone, "foreign": foreign_group},
+        "direct": {
+            "run_batch": _batch_permission(RUN_BATCH),
+            "stop": _batch_permission("stop_execution"),
+            "foreign run_batch": foreign,
+            "twin payload": twin,
+        },
+    }
+
+
+def _grant_sets() -> Iterator[tuple[tuple[str, ...], tuple[str, ...], bool]]:
+    groups = (VIEWER, RUNTIME, OPERATOR, "lone-recoverer", "foreign")
+    direct = ("run_batch", "stop", "foreign run_batch", "twin payload")
+    group_sets = [(), *((g,) for g in groups), (VIEWER, OPERATOR), (RUNTIME, "foreign")]
+    direct_sets = [(), *((d,) for d in direct), ("stop", "twin payload")]
+    for chosen_groups, chosen_direct in itertools.product(group_sets, direct_sets):
+        yield chosen_groups, chosen_direct, False
+    yield (), (), True
+    yield (RUNTIME,), ("foreign run_batch",), True
+
+
+@pytest.mark.parametrize(
+    ("groups", "direct", "superuser"),
+    list(_grant_sets()),
+    ids=lambda value: "+".join(value) if isinstance(value, tuple) else str(value),
+)
+def test_the_held_permissions_are_those_django_says(
+    grants: dict[str, Any], groups: tuple[str, ...], direct: tuple[str, ...], superuser: bool
+) -> None:
+    """Every combination of groups, direct grants, look-alikes and superuser:
+    what authentication reads equals ``User.has_perm``, permission by permission."""
+    user = User.objects.create_user("subject", is_superuser=superuser)
+    user.groups.add(*(grants["groups"][name] for name in groups))
+    user.user_permissions.add(*(grants["direct"][name] for name in direct))
+    # Another user's grants do not leak in.
+    other = _in_groups("other", OPERATOR)
+    other.user_permissions.add(_batch_permission(RUN_BATCH))
+    assert _held(user) == _django_says(user)
 
 
 def test_a_superuser_holds_every_batch_permission_without_any_group() -> None:
     superuser = User.objects.create_superuser("root", password=None)
     assert _held(superuser) == set(PERMISSIONS)
-
-
-def test_only_the_users_own_and_its_groups_permissions_count() -> None:
-    """Another user's grants, another group's, and a same-named permission of
-    another app do not leak in."""
-    other = _in_groups("other", OPERATOR)
-    other.user_permissions.add(_batch_permission(RUN_BATCH))
-    lone = Group.objects.create(name="lone")
-    lone.permissions.add(_batch_permission(RECOVER_EXECUTION))
-    foreign_type = ContentType.objects.get_for_model(Group)
-    foreign = Permission.objects.create(
-        content_type=foreign_type, codename=RUN_BATCH, name="same codename, other app"
-    )
-    user = _in_groups("plain", VIEWER)
-    user.user_permissions.add(foreign)
-    assert _held(user) == {VIEW_BATCH}
-    # Django's own check agrees.
-    fresh = User.objects.get(pk=user.pk)
-    assert {c for c in PERMISSIONS if fresh.has_perm(f"{APP_LABEL}.{c}")} == {VIEW_BATCH}
 
 
 def test_a_revoked_grant_takes_effect_on_the_next_request() -> None:

@@ -6,7 +6,6 @@ import socket
 
 import pytest
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 
 from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client import ApiError, InvalidRequest, OperatorClient, RuntimeClient
@@ -26,6 +25,7 @@ from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from tests.helpers import api_token
 
 S = BatchStatus
 
@@ -33,7 +33,7 @@ S = BatchStatus
 def token_for(group: str) -> str:
     user = User.objects.create_user(f"{group}-client")
     user.groups.add(Group.objects.get(name=group))
-    return str(Token.objects.create(user=user).key)
+    return api_token(user)
 
 
 @pytest.fixture

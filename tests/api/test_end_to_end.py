@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 
 from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import OperatorClient, RuntimeClient
@@ -21,6 +20,7 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from tests.helpers import api_token
 
 S = BatchStatus
 OPERATOR_NAME = "olga.ops"
@@ -30,7 +30,7 @@ RUNTIME_NAME = "worker-7"
 def token_for(username: str, group: str) -> str:
     user = User.objects.create_user(username)
     user.groups.add(Group.objects.get(name=group))
-    return str(Token.objects.create(user=user).key)
+    return api_token(user)
 
 
 @pytest.fixture

@@ -24,9 +24,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from oxide_batch.api.roles import RUNTIME
+from tests.helpers import api_token
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 # With ``--meta none`` the output directory is the package; this is the name the
@@ -113,7 +113,7 @@ def api(package: ModuleType, name: str) -> Any:
 def runtime_token() -> str:
     user = User.objects.create_user("polyglot-runtime")
     user.groups.add(Group.objects.get(name=RUNTIME))
-    return str(Token.objects.create(user=user).key)
+    return api_token(user)
 
 
 def call(operation: Any, *args: Any, status: int = 200, **kwargs: Any) -> Any:

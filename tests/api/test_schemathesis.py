@@ -39,12 +39,12 @@ import schemathesis
 from django.contrib.auth.models import User
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, settings
-from rest_framework.authtoken.models import Token
 
 from oxide_batch import models
 from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
+from tests.helpers import api_token
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -180,7 +180,7 @@ def authorization() -> dict[str, str]:
         id=1, defaults={"version": SUPPORTED_SCHEMA_VERSION}
     )
     user = User.objects.create_superuser("fuzzer", password=None)
-    return {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+    return {"Authorization": f"Token {api_token(user)}"}
 
 
 @schema.parametrize()

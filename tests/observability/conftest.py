@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from oxide_batch import models
@@ -20,6 +19,7 @@ from oxide_batch.observability import metrics
 from oxide_batch.observability.events import EVENT_LOGGER, JsonFormatter
 from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
+from tests.helpers import api_token
 
 
 class Capture(logging.Handler):
@@ -124,7 +124,6 @@ def database_down() -> Iterator[Any]:
 @pytest.fixture
 def superuser_client(db: None) -> APIClient:
     user = User.objects.create_superuser("observability-admin", password=None)
-    token, _ = Token.objects.get_or_create(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     return client

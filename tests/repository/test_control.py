@@ -387,7 +387,10 @@ def test_a_rolled_back_stop_request_leaves_nothing(repo, clock):
 
 
 def _is_locking_read(sql: str) -> bool:
-    return sql.startswith("SELECT") and (not on_postgres() or sql.endswith("FOR NO KEY UPDATE"))
+    # A job execution's locking read joins its definition and locks the execution only.
+    return sql.startswith("SELECT") and (
+        not on_postgres() or sql.endswith(("FOR NO KEY UPDATE", "FOR NO KEY UPDATE OF e"))
+    )
 
 
 def test_an_applied_stop_is_one_locking_read_and_one_narrow_update(repo, clock):

@@ -244,6 +244,12 @@ class OxideCommand(BaseCommand):
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
+        self.json_usage_errors(parser)
+        return parser
+
+    def json_usage_errors(self, parser: CommandParser) -> None:
+        """With ``--json`` on the command line, a usage error of ``parser`` (the
+        command's, or one of its subcommands') is also one JSON object on stdout."""
         usage_error = parser.error
 
         def error(message: str) -> NoReturn:
@@ -256,7 +262,6 @@ class OxideCommand(BaseCommand):
             raise AssertionError("unreachable")  # pragma: no cover
 
         parser.error = error  # type: ignore[method-assign]
-        return parser
 
     def run(self, **options: Any) -> dict[str, Any]:
         raise NotImplementedError

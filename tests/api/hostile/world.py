@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from oxide_batch.repository import FixedClock
 from tests.api.support import Runtime, fixed_api_clock
+from tests.helpers import api_token
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 CONTEXT = {"schema": "range", "schema_version": 1, "payload": {"from": "a", "to": 99}}
@@ -132,6 +132,6 @@ def build_world(monkeypatch: pytest.MonkeyPatch, settings: Any) -> World:
     settings.OXIDE_BATCH_OPERATOR_THROTTLE_RATE = None
     user = User.objects.create_superuser("hostile", password=None)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     client.raise_request_exception = False  # a 500 is a verdict, not a crash of the test
     return World(client, clock)
