@@ -8,18 +8,21 @@ itself and the same server processes serve again, never answering 500."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connections
 
 from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.errors import Unavailable
-from tests.faults.test_restart import Cluster, assert_unavailable, call
+from tests.faults.test_restart import (  # noqa: F401 (cluster: the fixture)
+    Cluster,
+    assert_unavailable,
+    call,
+    cluster,
+)
 from tests.live import token_for
 from tests.pooler import ScaledOut, scaled_out
 
@@ -34,25 +37,9 @@ def deployment(django_db_setup: None) -> Iterator[ScaledOut]:
         yield running
 
 
-@pytest.fixture
-def cluster(transactional_db: None) -> Iterator[Cluster]:
-    """The test cluster, running again at the end even if the test failed."""
-    bindir = os.environ.get("OXIDE_BATCH_PG_BINDIR")
-    data = os.environ.get("OXIDE_BATCH_PG_DATA")
-    if not bindir or not data:
-        pytest.skip("needs OXIDE_BATCH_PG_BINDIR and OXIDE_BATCH_PG_DATA (scripts/with-postgres)")
-    controlled = Cluster(bindir, data)
-    try:
-        yield controlled
-    finally:
-        if not controlled.running():
-            controlled.start()
-        for each in connections.all(initialized_only=True):
-            each.close()
-
-
 def test_both_servers_answer_unavailable_while_down_and_recover_through_the_pooler(
-    deployment: ScaledOut, cluster: Cluster
+    deployment: ScaledOut,
+    cluster: Cluster,  # noqa: F811 (the fixture)
 ) -> None:
     token = token_for("pooled-restart", RUNTIME)
     clients = [RuntimeClient(url, token, timeout=20) for url in deployment.urls]
