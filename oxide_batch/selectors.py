@@ -5,14 +5,13 @@ Writes go through the repository; these only read, each with a fixed query count
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import router
-from django.db.models import Count, Exists, F, FilteredRelation, OuterRef, Q, QuerySet
+from django.db import connections, router
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
@@ -20,6 +19,7 @@ from oxide_batch.api.roles import APP_LABEL, PERMISSIONS
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository import statements
 from oxide_batch.repository.control import execution_view_from_row, newest_step_write
 from oxide_batch.repository.records import CONTROL_COLUMNS
 
@@ -187,9 +187,6 @@ def latest_partitioned_execution() -> int | None:
 # -- API tokens ------------------------------------------------------------------------
 
 BATCH_CODENAMES = tuple(PERMISSIONS)
-# What a request reads of its user: the audit actor, the throttle's ident, authorization.
-USER_FLAGS = ("is_active", "is_superuser")
-TOKEN_FIELDS = ("id", "user_id", "name", "key_prefix", "digest", "expires_at", "revoked_at")
 
 
 @dataclass(frozen=True)
@@ -203,77 +200,31 @@ class TokenCredentials:
     held: frozenset[str]
 
 
-@functools.cache
-def _user_fields() -> tuple[str, ...]:
-    """The user's loaded fields, in the order ``Model.from_db`` takes them (the
-    model's concrete fields)."""
-    user_model: Any = get_user_model()
-    wanted = {user_model._meta.pk.name, user_model.USERNAME_FIELD, *USER_FLAGS}
-    return tuple(f.attname for f in user_model._meta.concrete_fields if f.name in wanted)
-
-
-@functools.cache
-def _credential_rows() -> QuerySet[Any, tuple[Any, ...]]:
-    """The token, its user's flags and the user's batch permissions held directly
-    and through groups, one row per pair of them (``DISTINCT``).
-
-    Joins, no subqueries, built once per process: the joins are resolved here,
-    so each request only adds its key and compiles, which costs what DRF's own
-    ``Token.objects.select_related("user").get(key=…)`` costs (subqueries, one
-    ``EXISTS`` per permission, cost ten to thirty times that, built or
-    compiled). ``FilteredRelation`` keeps the batch codenames only, so a
-    permission row is NULL unless it is one; its app label is selected because
-    a condition cannot span the content type, and checked by the caller.
-    """
-    return (
-        models.ApiToken.objects.annotate(
-            direct=FilteredRelation(
-                "user__user_permissions",
-                condition=Q(user__user_permissions__codename__in=BATCH_CODENAMES),
-            ),
-            through_group=FilteredRelation(
-                "user__groups__permissions",
-                condition=Q(user__groups__permissions__codename__in=BATCH_CODENAMES),
-            ),
-        )
-        .values_list(
-            *TOKEN_FIELDS,
-            *(f"user__{name}" for name in _user_fields()),
-            "direct__content_type__app_label",
-            "direct__codename",
-            "through_group__content_type__app_label",
-            "through_group__codename",
-        )
-        .distinct()
-    )
-
-
 def token_credentials(key_prefix: str) -> TokenCredentials | None:
     """The token with ``key_prefix``, its user and the user's batch permissions,
-    in one query (``None``: no such token).
+    in one statement (``None``: no such token) —
+    :func:`oxide_batch.repository.statements.credentials`, explicit SQL: the
+    ORM's form of the same read costs 0.6–0.8 ms of CPU per request to compile
+    (docs/performance.md), on every request of every runtime.
 
     The user is a real instance, as the ORM builds it for ``.only()``: its
     primary key, username, ``is_active`` and ``is_superuser`` are loaded, any
     other field is deferred and read when used. The token likewise (its
     ``created_at`` deferred).
     """
-    rows = list(_credential_rows().filter(key_prefix=key_prefix))
+    alias = router.db_for_read(models.ApiToken)
+    connection = connections[alias]
+    statement = statements.credentials(connection, APP_LABEL, BATCH_CODENAMES)
+    with connection.cursor() as cursor:
+        rows = statement.run(cursor, connection, key_prefix)
     if not rows:
         return None
-    alias = router.db_for_read(models.ApiToken)
-    user_fields = _user_fields()
     first = rows[0]
-    token_values = first[: len(TOKEN_FIELDS)]
-    user_values = first[len(TOKEN_FIELDS) : len(TOKEN_FIELDS) + len(user_fields)]
-    user = get_user_model().from_db(alias, user_fields, user_values)
-    token = models.ApiToken.from_db(alias, TOKEN_FIELDS, token_values)
+    split = len(statement.token_fields)
+    user = get_user_model().from_db(alias, statement.user_fields, first[split:-1])
+    token = models.ApiToken.from_db(alias, statement.token_fields, first[:split])
     models.ApiToken._meta.get_field("user").set_cached_value(token, user)
-    held = frozenset(
-        codename
-        for row in rows
-        for app_label, codename in (row[-4:-2], row[-2:])
-        if app_label == APP_LABEL and codename is not None
-    )
+    held = frozenset(row[-1] for row in rows if row[-1] is not None)
     return TokenCredentials(token=token, user=user, held=held)
 
 

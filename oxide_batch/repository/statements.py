@@ -258,3 +258,128 @@ def _pk(model: type[models.Model]) -> models.Field[Any, Any]:
     pk = model._meta.pk
     assert pk is not None
     return pk
+
+
+# -- authentication ----------------------------------------------------------------------
+
+# What a request reads of its token and of its user (the audit actor, the
+# throttle's ident, authorization); the user's primary key and username come too.
+TOKEN_FIELDS = ("id", "user_id", "name", "key_prefix", "digest", "expires_at", "revoked_at")
+USER_FLAGS = ("is_active", "is_superuser")
+
+
+@dataclass(frozen=True)
+class CredentialsRead:
+    """The token of a key prefix, its user's loaded fields, and the codenames of
+    the batch permissions the user holds directly or through a group — one row
+    per held permission (one row with ``NULL`` when none), no row for an unknown
+    prefix."""
+
+    name: str
+    sql: str
+    token_fields: tuple[str, ...]  # attnames, in the order ``Model.from_db`` takes them
+    user_fields: tuple[str, ...]
+    decoders: tuple[tuple[int, Decoder], ...]
+    parameters: tuple[str, ...]  # the bound values before the prefix
+
+    def run(self, cursor: Any, connection: Any, prefix: str) -> list[list[Any]]:
+        cursor.execute(self.sql, (*self.parameters, prefix))
+        rows = [list(values) for values in cursor.fetchall()]
+        for values in rows:
+            for position, decode in self.decoders:
+                if values[position] is not None:
+                    values[position] = decode(values[position], connection)
+        return rows
+
+
+_credentials: dict[tuple[Any, ...], CredentialsRead] = {}
+
+
+def credentials(connection: Any, app_label: str, codenames: tuple[str, ...]) -> CredentialsRead:
+    """The authentication read: Django's ``ModelBackend`` rule (a permission held
+    directly, or through one of the user's groups, matched by its content
+    type's app label and its codename), for ``codenames`` of ``app_label``.
+    The tables and columns are the models' own (``AUTH_USER_MODEL`` and its
+    ``PermissionsMixin`` relations); ``tests/api/test_authentication.py`` checks
+    the answer against ``User.has_perm`` and the ORM on both databases."""
+    key = (connection.vendor, app_label, codenames)
+    statement = _credentials.get(key)
+    if statement is None:
+        statement = _credentials[key] = _credentials_read(connection, app_label, codenames)
+    return statement
+
+
+def _through_column(through: type[models.Model], target: type[models.Model]) -> str:
+    """The column of a many-to-many table that points at ``target``."""
+    for field in through._meta.concrete_fields:
+        if field.related_model is target:
+            return str(field.column)
+    raise ValueError(f"{through.__name__} has no column pointing at {target.__name__}")
+
+
+def _credentials_read(
+    connection: Any, app_label: str, codenames: tuple[str, ...]
+) -> CredentialsRead:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+    from django.contrib.contenttypes.models import ContentType
+
+    quote = connection.ops.quote_name
+    token_model = models_.ApiToken
+    user_model: Any = get_user_model()
+    wanted = {user_model._meta.pk.name, user_model.USERNAME_FIELD, *USER_FLAGS}
+    user_fields = [f for f in user_model._meta.concrete_fields if f.name in wanted]
+    token_fields = [_field(token_model, name) for name in TOKEN_FIELDS]
+    direct: Any = user_model._meta.get_field("user_permissions").remote_field.through
+    membership: Any = user_model._meta.get_field("groups").remote_field.through
+    granted: Any = Group._meta.get_field("permissions").remote_field.through
+
+    def table(model: Any) -> str:
+        return str(quote(model._meta.db_table))
+
+    def column(alias: str, name: str) -> str:
+        return f"{alias}.{quote(name)}"
+
+    user_pk = column("u", _pk(user_model).column)
+    permission = column("p", _pk(Permission).column)
+    codename = column("p", _field(Permission, "codename").column)
+    selected = ", ".join(
+        [
+            *(column("t", field.column) for field in token_fields),
+            *(column("u", field.column) for field in user_fields),
+            codename,
+        ]
+    )
+    placeholders = ", ".join(["%s"] * len(codenames))
+    sql = (
+        f"SELECT {selected} FROM {table(token_model)} t "  # nosec B608 # quoted model identifiers
+        f"JOIN {table(user_model)} u "
+        f"ON {user_pk} = {column('t', _field(token_model, 'user').column)} "
+        f"LEFT JOIN {table(Permission)} p ON {codename} IN ({placeholders}) "
+        f"AND {column('p', _field(Permission, 'content_type').column)} IN "
+        f"(SELECT {column('c', _pk(ContentType).column)} FROM {table(ContentType)} c "
+        f"WHERE {column('c', _field(ContentType, 'app_label').column)} = %s) "
+        f"AND ({permission} IN (SELECT {column('d', _through_column(direct, Permission))} "
+        f"FROM {table(direct)} d WHERE {column('d', _through_column(direct, user_model))} "
+        f"= {user_pk}) "
+        f"OR {permission} IN (SELECT {column('g', _through_column(granted, Permission))} "
+        f"FROM {table(granted)} g JOIN {table(membership)} m "
+        f"ON {column('m', _through_column(membership, Group))} "
+        f"= {column('g', _through_column(granted, Group))} "
+        f"WHERE {column('m', _through_column(membership, user_model))} = {user_pk})) "
+        f"WHERE {column('t', _field(token_model, 'key_prefix').column)} = %s"
+    )
+    loaded = [*token_fields, *user_fields]
+    decoders = tuple(
+        (position, decoder)
+        for position, field in enumerate(loaded)
+        if (decoder := _decoder(field, connection.vendor)) is not None
+    )
+    return CredentialsRead(
+        name=f"read {token_model._meta.db_table}+credentials",
+        sql=sql,
+        token_fields=tuple(f.attname for f in token_fields),
+        user_fields=tuple(f.attname for f in user_fields),
+        decoders=decoders,
+        parameters=(*codenames, app_label),
+    )

@@ -32,7 +32,9 @@ from oxide_batch.api.roles import (
 )
 from oxide_batch.domain.tokens import key_prefix
 from oxide_batch.repository import FixedClock
+from oxide_batch.repository.statements import TOKEN_FIELDS, USER_FLAGS
 from oxide_batch.repository.tokens import issue_api_token, revoke_api_token
+from oxide_batch.selectors import token_credentials
 from tests.api.support import Runtime, fixed_api_clock, problem, token_client, url
 from tests.helpers import api_token
 
@@ -93,6 +95,31 @@ def test_a_valid_token_authenticates_its_user_with_the_token_row() -> None:
     assert "email" in ours.get_deferred_fields()
     assert (ours.email, ours.date_joined) == (user.email, user.date_joined)
     assert token.created_at == issued.row.created_at
+
+
+@pytest.mark.parametrize("superuser", [False, True])
+def test_the_statement_reads_token_and_user_as_the_orm_does(superuser: bool) -> None:
+    """The explicit authentication statement (``repository.statements.credentials``)
+    returns each column as the ORM's ``values()`` does — instants aware and
+    equal, flags booleans (SQLite stores 0/1) — for a token with every
+    nullable column set."""
+    user = User.objects.create_user("reader", is_superuser=superuser)
+    now = FixedClock().now()
+    issued = issue_api_token(user=user, name="read-me", now=now, expires_in=timedelta(days=3))
+    revoke_api_token(key_prefix=issued.row.key_prefix, now=now + timedelta(hours=1))
+    found = token_credentials(issued.row.key_prefix)
+    assert found is not None
+    token_fields = TOKEN_FIELDS
+    expected_token = models.ApiToken.objects.values(*token_fields).get(pk=issued.row.pk)
+    assert {name: getattr(found.token, name) for name in token_fields} == expected_token
+    assert found.token.expires_at is not None
+    assert found.token.revoked_at is not None
+    user_fields = ("id", "username", *USER_FLAGS)
+    expected_user = User.objects.values(*user_fields).get(pk=user.pk)
+    read_user = {name: getattr(found.user, name) for name in user_fields}
+    assert read_user == expected_user
+    assert all(type(read_user[flag]) is bool for flag in USER_FLAGS)
+    assert token_credentials(issued.row.key_prefix[:-1] + "#") is None
 
 
 @pytest.mark.parametrize(
@@ -240,7 +267,7 @@ def test_a_token_request_authenticates_in_one_select_and_writes_nothing(
     assert statement.startswith("SELECT")
     assert '"ob_api_token"' in statement
     assert '"auth_permission"' in statement
-    assert '"ob_api_token"."key_prefix" = ' in statement
+    assert 't."key_prefix" = ' in statement
 
 
 def test_an_operator_action_records_the_actor_from_the_authenticated_row(
