@@ -59,8 +59,32 @@ def operator_string(path: str, kind: OperatorStringKind, value: str) -> str:
         return validate_operator_string(value, kind)
 
 
+# The bound fields of each input class (see ``Input.fields``).
+_BOUND_FIELDS: dict[type[Any], Any] = {}
+
+
 class Input(_Serializer):
-    """Refuses members it does not declare (a typo must not be ignored)."""
+    """Refuses members it does not declare (a typo must not be ignored).
+
+    Its fields are built once per class, not per request: DRF gives every
+    serializer instance a deep copy of each declared field (re-running every
+    field's ``__init__``, nested serializers included) so that one instance may
+    change its own fields — which no input does. Validating reads the fields and
+    never writes to them (values and errors live on the serializer instance and
+    in local variables), so one bound set per class serves every request and
+    thread; for a chunk commit that copy was a tenth of the request's CPU
+    (docs/performance.md). A subclass must not change its fields per instance
+    (``get_fields`` may add fields, the same for every instance)."""
+
+    @property
+    def fields(self) -> Any:
+        cls = type(self)
+        fields = _BOUND_FIELDS.get(cls)
+        if fields is None:
+            # DRF's own ``fields`` of one prototype instance, kept for the class.
+            prototype = cls()
+            fields = _BOUND_FIELDS[cls] = super(Input, prototype).fields
+        return fields
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
