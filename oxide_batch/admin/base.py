@@ -96,13 +96,14 @@ def bounded(rows: Iterable[Any]) -> tuple[list[Any], bool]:
     return items[:LINKED_ROWS], len(items) > LINKED_ROWS
 
 
-class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+class NoEditsAdmin(admin.ModelAdmin[Any]):
+    """Listed and shown, never added, changed or deleted through the console
+    (writes go through the repository, its commands and the audited actions);
+    the list's count is bounded."""
+
     show_full_result_count = False
-    # Facets count every filter choice over the whole (filtered) table.
-    show_facets = admin.ShowFacets.NEVER
     paginator = BoundedCountPaginator
     list_per_page = 50
-    change_list_template = "admin/oxide_batch/change_list.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -112,6 +113,14 @@ class ReadOnlyAdmin(admin.ModelAdmin[Any]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(NoEditsAdmin):
+    """A batch table: seen by whoever holds a batch role."""
+
+    # Facets count every filter choice over the whole (filtered) table.
+    show_facets = admin.ShowFacets.NEVER
+    change_list_template = "admin/oxide_batch/change_list.html"
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_view(request) or super().has_view_permission(request, obj)

@@ -19,8 +19,8 @@ from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import NoEditsAdmin
 from oxide_batch.admin.display import when
-from oxide_batch.admin.paginator import BoundedCountPaginator
 from oxide_batch.repository.clock import SystemClock
 from oxide_batch.repository.tokens import revoke_api_tokens
 
@@ -41,7 +41,7 @@ class RevokedFilter(admin.SimpleListFilter):
 
 
 @admin.register(models.ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin[models.ApiToken]):
+class ApiTokenAdmin(NoEditsAdmin):
     list_display = ("key_prefix", "name", "user", "created", "expires", "revoked")
     list_filter = (RevokedFilter,)
     search_fields = ("key_prefix", "name", "user__username")
@@ -50,21 +50,9 @@ class ApiTokenAdmin(admin.ModelAdmin[models.ApiToken]):
     fields = SHOWN
     readonly_fields = SHOWN
     actions = ["revoke_selected"]
-    show_full_result_count = False
-    paginator = BoundedCountPaginator
-    list_per_page = 50
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[models.ApiToken]:
         return super().get_queryset(request).select_related("user")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         opts = self.opts
