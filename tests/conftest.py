@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -31,6 +32,27 @@ def clock() -> FixedClock:
 @pytest.fixture
 def repo(clock: FixedClock) -> DjangoJobRepository:
     return DjangoJobRepository(clock)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _roles_after_flush() -> Iterator[None]:
+    """Transactional tests flush every table, the role groups included; Django
+    then sends ``post_migrate`` (which re-creates the permissions), and this
+    puts the groups back with them — outside any test's transaction, so every
+    later test sees them, whatever test ran before it (the order differs
+    between a sequential run and each xdist worker)."""
+    from django.apps import apps
+    from django.db.models.signals import post_migrate
+
+    from oxide_batch.api.roles import ensure_roles
+
+    def restore(**kwargs: object) -> None:
+        ensure_roles()
+
+    uid = "tests.conftest.roles_after_flush"
+    post_migrate.connect(restore, sender=apps.get_app_config("oxide_batch"), dispatch_uid=uid)
+    yield
+    post_migrate.disconnect(dispatch_uid=uid, sender=apps.get_app_config("oxide_batch"))
 
 
 @pytest.fixture(autouse=True)
