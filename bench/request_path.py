@@ -49,7 +49,6 @@ import layers  # bench/layers.py: the cluster, the database, the fixtures
 
 DATABASE = "oxb_bench_request_path"
 layers.DATABASE = DATABASE
-DEPENDS_ON_SESSION = {"AuthenticationMiddleware", "MessageMiddleware"}
 DELTA = {"read": 10, "processed": 10, "written": 9, "filtered": 1}
 
 
@@ -165,18 +164,7 @@ class Bench:
 
         self.token = token
         self.middleware = list(settings.MIDDLEWARE)
-        self.handlers = {"all": Handler()}
-        for name in self.middleware:
-            # Django's authentication and messages middleware need the session's.
-            left_out = {name}
-            if name.endswith(".SessionMiddleware"):
-                left_out |= {
-                    m for m in self.middleware if m.rsplit(".", 1)[1] in DEPENDS_ON_SESSION
-                }
-            elif name.rsplit(".", 1)[1] in DEPENDS_ON_SESSION:
-                pass
-            label = "+".join(sorted(short(m) for m in left_out))
-            self.handlers[f"-{label}"] = Handler([m for m in self.middleware if m not in left_out])
+        self.handler = Handler()
         self.step = Step()
         execution = layers.started_execution()
         self.execution_id, self.execution_version = execution.id, execution.version
@@ -184,6 +172,7 @@ class Bench:
     # -- whole requests ----------------------------------------------------------
 
     def chunk(self, handler: Handler) -> None:
+        """One chunk commit through the whole request path."""
         step = self.step
         env = environ("POST", f"/api/v1/steps/{step.id}/checkpoint", self.token, step.body())
         status, content = handler(env)
@@ -267,21 +256,55 @@ class Bench:
             lambda: render.step_data(answer["step"]), n
         )
         figures["renderer (JSONRenderer)"] = per_request(lambda: JSONRenderer().render(rendered), n)
+        figures.update(self.middleware_costs(body, n))
         return figures
 
+    def middleware_costs(self, body: bytes, n: int) -> dict[str, float]:
+        """Each middleware in its place: the chain of the first k middleware
+        around a view that answers at once, called with a fresh request as
+        Django calls it; middleware k costs chain(k) − chain(k − 1) (the
+        authentication and messages middleware need the session's before them)."""
+        from django.http import HttpResponse
+        from django.test import RequestFactory
+        from django.utils.module_loading import import_string
 
-def profile(bench: Bench, n: int, sort: str = "cumulative") -> None:
+        factory = RequestFactory(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Token {self.token}")
+        path = f"/api/v1/steps/{self.step.id}/checkpoint"
+
+        def respond(request: Any) -> HttpResponse:
+            return HttpResponse(b"{}", content_type="application/json")
+
+        def chain(count: int) -> Callable[[Any], Any]:
+            handler: Callable[[Any], Any] = respond
+            for dotted in reversed(self.middleware[:count]):
+                handler = import_string(dotted)(handler)
+            return handler
+
+        def call(handler: Callable[[Any], Any]) -> None:
+            handler(factory.post(path, body, content_type="application/json"))
+
+        totals = [
+            per_request(functools.partial(call, chain(k)), n)
+            for k in range(len(self.middleware) + 1)
+        ]
+        return {
+            f"middleware {short(dotted)}": totals[k + 1] - totals[k]
+            for k, dotted in enumerate(self.middleware)
+        }
+
+
+def profile(bench: Bench, n: int, sort: str = "cumulative", *restrictions: Any) -> None:
     """cProfile over ``n`` chunk commits: the functions by their own time."""
     import cProfile
     import pstats
 
-    handler = bench.handlers["all"]
+    handler = bench.handler
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     for _ in range(n):
         bench.chunk(handler)
     profiler.disable()
-    pstats.Stats(profiler).sort_stats(sort).print_stats(60)
+    pstats.Stats(profiler).sort_stats(sort).print_stats(*restrictions)
 
 
 def median_table(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -294,7 +317,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500, help="requests per measurement")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument(
-        "--profile", action="store_true", help="pyinstrument over --n chunk commits instead"
+        "--profile", action="store_true", help="cProfile (CPU time) over --n chunk commits instead"
     )
     options = parser.parse_args()
 
@@ -303,11 +326,11 @@ def main() -> None:
     try:
         token = layers.setup_django()
         bench = Bench(token)
-        for handler in bench.handlers.values():  # warm every handler up
-            for _ in range(50):
-                bench.chunk(handler)
-                bench.exit_status(handler)
-                bench.healthz(handler)
+        handler = bench.handler
+        for _ in range(100):  # warm up
+            bench.chunk(handler)
+            bench.exit_status(handler)
+            bench.healthz(handler)
         bench.pieces(50)
         if options.profile:
             profile(bench, options.n)
@@ -315,23 +338,17 @@ def main() -> None:
         whole: list[dict[str, float]] = []
         pieces: list[dict[str, float]] = []
         for _ in range(options.rounds):
-            round_figures: dict[str, float] = {}
-            # A different order each round: no variant is always measured first.
-            names = list(bench.handlers)
-            shift = len(whole) % len(names)
-            for name in names[shift:] + names[:shift]:
-                handler = bench.handlers[name]
-                round_figures[f"chunk {name}"] = per_request(
-                    functools.partial(bench.chunk, handler), options.n
-                )
-            everything = bench.handlers["all"]
-            round_figures["exit-status all"] = per_request(
-                functools.partial(bench.exit_status, everything), options.n
+            whole.append(
+                {
+                    "chunk commit": per_request(functools.partial(bench.chunk, handler), options.n),
+                    "execution exit status": per_request(
+                        functools.partial(bench.exit_status, handler), options.n
+                    ),
+                    "/healthz (no database)": per_request(
+                        functools.partial(bench.healthz, handler), options.n
+                    ),
+                }
             )
-            round_figures["healthz all"] = per_request(
-                functools.partial(bench.healthz, everything), options.n
-            )
-            whole.append(round_figures)
             pieces.append(bench.pieces(options.n))
         report(median_table(whole), median_table(pieces), bench, options)
     finally:
@@ -347,30 +364,23 @@ def report(
             "SELECT version, read_count FROM ob_step_execution WHERE id = %s", [step.id]
         ).fetchone()  # type: ignore[misc]
     commits_ok = version == step.version and read == step.commits * DELTA["read"]
-    full = whole["chunk all"]
+    full = whole["chunk commit"]
     load = Path("/proc/loadavg").read_text().split()[0]
     print(
         f"\nCPU of this process per request, µs (median of {options.rounds} rounds × "
         f"{options.n}); load average {load}"
     )
-    print(f"\n{'whole requests':44} {'µs':>8}")
-    for key in ("chunk all", "exit-status all", "healthz all"):
-        print(f"  {key:42} {whole[key]:8.0f}")
-    print(f"\n{'chunk commit without one middleware':44} {'µs':>8} {'its cost':>9}")
+    print(f"\n{'whole requests (Django WSGI handler)':50} {'µs':>8}")
     for key, value in whole.items():
-        if key.startswith("chunk -"):
-            print(f"  {key[7:]:42} {value:8.0f} {full - value:9.0f}")
-    print(f"\n{'chunk commit, the pieces alone':44} {'µs':>8} {'share':>9}")
+        print(f"  {key:48} {value:8.0f}")
+    print(f"\n{'chunk commit, the pieces alone':50} {'µs':>8} {'share':>7}")
     counted = 0.0
     for key, value in pieces.items():
-        share = value / full
-        print(f"  {key:42} {value:8.0f} {share:9.0%}")
+        print(f"  {key:48} {value:8.0f} {value / full:7.0%}")
         if key != "parser (DRF's JSONParser)":
             counted += value
-    print(
-        f"  {'the rest (handler, DRF dispatch, middleware)':42} {full - counted:8.0f} "
-        f"{(full - counted) / full:9.0%}"
-    )
+    rest = full - counted
+    print(f"  {'the rest (handler, URL, DRF dispatch, answer)':48} {rest:8.0f} {rest / full:7.0%}")
     print(
         f"\nchecked: {step.commits} chunk commits, the step's version and counts "
         f"{'agree' if commits_ok else 'DISAGREE'}"
