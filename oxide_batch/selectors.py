@@ -5,13 +5,14 @@ Writes go through the repository; these only read, each with a fixed query count
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections, router
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Lookup, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
@@ -24,6 +25,32 @@ from oxide_batch.repository.control import execution_view_from_row, newest_step_
 from oxide_batch.repository.records import CONTROL_COLUMNS
 
 UNRESOLVED_PAGE_MAX = 500
+
+
+_CODE = re.compile(r"[A-Z_]{1,32}")
+
+
+class InLiterals(Lookup[str]):
+    """``column IN ('A', 'B', …)`` with the values written into the statement,
+    not bound as parameters — for fixed code values only (checked).
+
+    Bound, ``status IN ($1, …)`` is fine for a custom plan, but after five runs
+    of a prepared statement on one connection PostgreSQL may switch to its
+    generic plan, which cannot prove a partial index's predicate from
+    parameters: the unresolved list then walked the whole execution table
+    (bench/size.py, docs/performance.md). With literals the generic plan keeps
+    the partial index."""
+
+    lookup_name = "in_literals"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, params = self.process_lhs(compiler, connection)
+        values = list(self.rhs)
+        if not values or not all(_CODE.fullmatch(value) for value in values):
+            raise ValueError(f"in_literals takes code values only, not {values!r}")
+        literals = ", ".join(f"'{value}'" for value in values)
+        return f"{lhs} IN ({literals})", list(params)
 
 
 def repository_is_empty() -> bool:
@@ -41,14 +68,16 @@ def unresolved_executions_queryset(
 
     The top-level ``status IN (…)`` equals the predicate of the partial index
     ``ob_execution_unresolved`` on ``last_activity_at``, so PostgreSQL can read
-    the (small) set of unresolved rows from it instead of the whole table.
+    the (small) set of unresolved rows from it instead of the whole table; its
+    values are literals in the statement (:class:`InLiterals`), so a prepared
+    statement's generic plan can use that index too.
     Unordered: compose further filters, then order.
     """
     cutoff = now - inactive_for
     recent_step_write = models.StepExecution.objects.filter(
         job_execution_id=OuterRef("pk"), updated_at__gte=cutoff
     )
-    return models.JobExecution.objects.filter(status__in=models.UNRESOLVED).filter(
+    return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
         Q(status=BatchStatus.UNKNOWN.value)
         | (Q(last_activity_at__lt=cutoff) & ~Exists(recent_step_write))
     )
