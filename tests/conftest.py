@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -35,24 +37,31 @@ def repo(clock: FixedClock) -> DjangoJobRepository:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _roles_after_flush() -> Iterator[None]:
-    """Transactional tests flush every table, the role groups included; Django
-    then sends ``post_migrate`` (which re-creates the permissions), and this
-    puts the groups back with them — outside any test's transaction, so every
-    later test sees them, whatever test ran before it (the order differs
-    between a sequential run and each xdist worker)."""
+def _migration_data_after_flush() -> Iterator[None]:
+    """Transactional tests flush every table, the rows the migrations wrote
+    included (the role groups, the built-in legacy definition); Django then
+    sends ``post_migrate`` (which re-creates the permissions), and this puts
+    those rows back too — outside any test's transaction, so every later test
+    sees a migrated database, whatever test ran before it (the order differs
+    between a sequential run and each xdist worker). The schema-version row is
+    put back per test by ``_schema_version_row``."""
     from django.apps import apps
+    from django.db import connections
     from django.db.models.signals import post_migrate
 
     from oxide_batch.api.roles import ensure_roles
 
-    def restore(**kwargs: object) -> None:
-        ensure_roles()
+    legacy = importlib.import_module("oxide_batch.migrations.0004_legacy_definition")
 
-    uid = "tests.conftest.roles_after_flush"
-    post_migrate.connect(restore, sender=apps.get_app_config("oxide_batch"), dispatch_uid=uid)
+    def restore(using: str = "default", **kwargs: object) -> None:
+        ensure_roles()
+        legacy.create_legacy(apps, SimpleNamespace(connection=connections[using]))
+
+    app = apps.get_app_config("oxide_batch")
+    uid = "tests.conftest.migration_data_after_flush"
+    post_migrate.connect(restore, sender=app, dispatch_uid=uid)
     yield
-    post_migrate.disconnect(dispatch_uid=uid, sender=apps.get_app_config("oxide_batch"))
+    post_migrate.disconnect(sender=app, dispatch_uid=uid)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,11 @@ from django.db.backends.postgresql import base as django_base
 
 from tests.faults.test_restart import Cluster, cluster  # noqa: F401 (the fixture)
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.restarts_server,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_a_live_idle_connection_is_usable_without_a_query(monkeypatch: pytest.MonkeyPatch) -> None:

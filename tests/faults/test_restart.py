@@ -46,7 +46,11 @@ from tests.helpers import launch
 from tests.live import ROOT, database_url, gunicorn, token_for
 from tests.repository.test_retention import build_instance, rows_of
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.restarts_server,
+    pytest.mark.django_db(transaction=True),
+]
 S = BatchStatus
 UNAVAILABLE_EXIT = 7
 PURGE = "purge_batch_metadata"
@@ -116,7 +120,11 @@ class Cluster:
 @pytest.fixture
 def cluster(transactional_db: None) -> Iterator[Cluster]:
     """The test cluster, running again at the end even if the test failed, and
-    this process's connections replaced (pytest-django flushes through them)."""
+    this process's connections replaced (pytest-django flushes through them).
+    Stopping it would break every other worker's tests: it refuses to run
+    beside them (scripts/test runs the ``restarts_server`` tests alone)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail("restarts the shared server: run with -m restarts_server and no -n")
     bindir = os.environ.get("OXIDE_BATCH_PG_BINDIR")
     data = os.environ.get("OXIDE_BATCH_PG_DATA")
     if not bindir or not data:

@@ -26,7 +26,11 @@ from tests.faults.test_restart import (  # noqa: F401 (cluster: the fixture)
 from tests.live import token_for
 from tests.pooler import ScaledOut, scaled_out
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.restarts_server,
+    pytest.mark.django_db(transaction=True),
+]
 S = BatchStatus
 RECOVERY_DEADLINE = 20.0  # PgBouncer retries a failed server login every second
 
