@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,15 @@ from oxide_batch.domain import (
 )
 from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
 from oxide_batch.repository.tokens import issue_api_token
+
+
+def refuse_parallel_workers(why: str) -> None:
+    """Fail a test that cannot run beside other pytest-xdist workers
+    (scripts/test runs the ``serial`` tests in one process, after the others)."""
+    import pytest
+
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail(f"{why}: run it with -m serial and without -n")
 
 
 def api_token(user: Any, name: str = "test") -> str:

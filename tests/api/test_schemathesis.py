@@ -44,9 +44,20 @@ from oxide_batch import models
 from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
-from tests.helpers import api_token
+from tests.helpers import api_token, refuse_parallel_workers
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.serial,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_process() -> None:
+    # Under pytest-xdist schemathesis runs one operation of the 42 and passes.
+    refuse_parallel_workers("schemathesis makes its cases at run time")
+
 
 API = "/api/v1"
 MAX_EXAMPLES = 25

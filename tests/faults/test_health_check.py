@@ -15,7 +15,7 @@ from tests.faults.test_restart import Cluster, cluster  # noqa: F401 (the fixtur
 
 pytestmark = [
     pytest.mark.postgres,
-    pytest.mark.restarts_server,
+    pytest.mark.serial,
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -42,13 +42,13 @@ from oxide_batch.management.commands import purge_batch_metadata
 from oxide_batch.management.commands._cli import release_idle_connections
 from oxide_batch.repository import hooks
 from tests.concurrency.support import backend_pid
-from tests.helpers import launch
+from tests.helpers import launch, refuse_parallel_workers
 from tests.live import ROOT, database_url, gunicorn, token_for
 from tests.repository.test_retention import build_instance, rows_of
 
 pytestmark = [
     pytest.mark.postgres,
-    pytest.mark.restarts_server,
+    pytest.mark.serial,
     pytest.mark.django_db(transaction=True),
 ]
 S = BatchStatus
@@ -122,9 +122,8 @@ def cluster(transactional_db: None) -> Iterator[Cluster]:
     """The test cluster, running again at the end even if the test failed, and
     this process's connections replaced (pytest-django flushes through them).
     Stopping it would break every other worker's tests: it refuses to run
-    beside them (scripts/test runs the ``restarts_server`` tests alone)."""
-    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-        pytest.fail("restarts the shared server: run with -m restarts_server and no -n")
+    beside them (scripts/test runs the ``serial`` tests alone)."""
+    refuse_parallel_workers("restarts the shared server")
     bindir = os.environ.get("OXIDE_BATCH_PG_BINDIR")
     data = os.environ.get("OXIDE_BATCH_PG_DATA")
     if not bindir or not data:

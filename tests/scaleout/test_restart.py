@@ -28,7 +28,7 @@ from tests.pooler import ScaledOut, scaled_out
 
 pytestmark = [
     pytest.mark.postgres,
-    pytest.mark.restarts_server,
+    pytest.mark.serial,
     pytest.mark.django_db(transaction=True),
 ]
 S = BatchStatus
