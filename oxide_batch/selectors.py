@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections, router
@@ -30,7 +30,15 @@ UNRESOLVED_PAGE_MAX = 500
 _CODE = re.compile(r"[A-Z_]{1,32}")
 
 
-class InLiterals(Lookup[str]):
+# Generic only for the type checker: without django_stubs_ext's monkeypatch
+# (a host project's settings) Django's class is not subscriptable at run time.
+if TYPE_CHECKING:
+    _Lookup = Lookup[str]
+else:
+    _Lookup = Lookup
+
+
+class InLiterals(_Lookup):
     """``column IN ('A', 'B', …)`` with the values written into the statement,
     not bound as parameters — for fixed code values only (checked).
 

@@ -5,7 +5,7 @@ never counts a whole table, and bounded linked tables for drill-down."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
@@ -96,7 +96,15 @@ def bounded(rows: Iterable[Any]) -> tuple[list[Any], bool]:
     return items[:LINKED_ROWS], len(items) > LINKED_ROWS
 
 
-class NoEditsAdmin(admin.ModelAdmin[Any]):
+# Generic only for the type checker: without django_stubs_ext's monkeypatch
+# (a host project's settings) Django's class is not subscriptable at run time.
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:
+    _ModelAdmin = admin.ModelAdmin
+
+
+class NoEditsAdmin(_ModelAdmin):
     """Listed and shown, never added, changed or deleted through the console
     (writes go through the repository, its commands and the audited actions);
     the list's count is bounded."""

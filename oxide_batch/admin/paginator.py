@@ -13,15 +13,22 @@ each of the ``CAP`` rows counted — 10,000 step lookups to count a page of 50.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 
+# Generic only for the type checker: without django_stubs_ext's monkeypatch
+# (a host project's settings) Django's class is not subscriptable at run time.
+if TYPE_CHECKING:
+    _Paginator = Paginator[Any]
+else:
+    _Paginator = Paginator
+
 CAP = 10_000
 
 
-class BoundedCountPaginator(Paginator[Any]):
+class BoundedCountPaginator(_Paginator):
     cap = CAP
 
     @cached_property
