@@ -97,13 +97,15 @@ PREFECT = {1: 52.0, 4: 57.0}
 # ============================================================================ setup
 
 
-def reexec_under_postgres() -> None:
-    """Without DATABASE_URL, run this very command inside a throwaway durable cluster."""
+def reexec_under_postgres(program: str = __file__, *, durable: bool = True) -> None:
+    """Without DATABASE_URL, run this very command (``program``, one of the
+    benches) inside a throwaway cluster: with PostgreSQL's durability defaults
+    when ``durable``, else ``scripts/with-postgres``'s (fsync off)."""
     if os.environ.get("DATABASE_URL"):
         return
     script = ROOT / "scripts" / "with-postgres"
-    env = {**os.environ, "OXIDE_BATCH_PG_DURABLE": "1"}
-    args = [str(script), sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
+    env = {**os.environ, "OXIDE_BATCH_PG_DURABLE": "1"} if durable else dict(os.environ)
+    args = [str(script), sys.executable, str(Path(program).resolve()), *sys.argv[1:]]
     os.execve(str(script), args, env)
 
 

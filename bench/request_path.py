@@ -35,7 +35,6 @@ import argparse
 import functools
 import io
 import json
-import os
 import statistics
 import sys
 import time
@@ -50,15 +49,6 @@ import layers  # bench/layers.py: the cluster, the database, the fixtures
 DATABASE = "oxb_bench_request_path"
 layers.DATABASE = DATABASE
 DELTA = {"read": 10, "processed": 10, "written": 9, "filtered": 1}
-
-
-def reexec_under_postgres() -> None:
-    """Without DATABASE_URL, run this very command inside a throwaway durable cluster."""
-    if os.environ.get("DATABASE_URL"):
-        return
-    script = layers.ROOT / "scripts" / "with-postgres"
-    env = {**os.environ, "OXIDE_BATCH_PG_DURABLE": "1"}
-    os.execve(str(script), [str(script), sys.executable, __file__, *sys.argv[1:]], env)
 
 
 def environ(method: str, path: str, token: str, body: bytes = b"") -> dict[str, Any]:
@@ -321,7 +311,7 @@ def main() -> None:
     )
     options = parser.parse_args()
 
-    reexec_under_postgres()
+    layers.reexec_under_postgres(__file__)
     layers.create_database()
     try:
         token = layers.setup_django()

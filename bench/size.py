@@ -79,16 +79,6 @@ COUNTS = (
 # ============================================================================ setup
 
 
-def reexec_under_postgres() -> None:
-    """Without DATABASE_URL, run this very command inside a throwaway cluster
-    (``scripts/with-postgres``'s defaults: fsync off, as the build wants)."""
-    if os.environ.get("DATABASE_URL"):
-        return
-    script = ROOT / "scripts" / "with-postgres"
-    args = [str(script), sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
-    os.execve(str(script), args, dict(os.environ))
-
-
 def database(size: str) -> str:
     return f"oxb_bench_size_{size}"
 
@@ -570,7 +560,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the bench databases")
     options = parser.parse_args()
-    reexec_under_postgres()
+    # scripts/with-postgres's defaults (fsync off), as the build wants.
+    layers.reexec_under_postgres(__file__, durable=False)
 
     started = time.perf_counter()
     names = [database(size) for size in SIZES]

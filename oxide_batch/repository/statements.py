@@ -33,6 +33,17 @@ from oxide_batch import models as models_  # noqa: TID251 (the model layer)
 Decoder = Callable[[Any, Any], Any]
 
 
+def _decoded(
+    values: Sequence[Any], decoders: tuple[tuple[int, Decoder], ...], connection: Any
+) -> list[Any]:
+    """A fetched row as the ORM would return it (``None`` stays ``None``)."""
+    row = list(values)
+    for position, decode in decoders:
+        if row[position] is not None:
+            row[position] = decode(row[position], connection)
+    return row
+
+
 @dataclass(frozen=True)
 class SelectRow:
     """``SELECT <columns> FROM <table> WHERE <pk> = %s`` (``FOR NO KEY UPDATE``
@@ -48,12 +59,7 @@ class SelectRow:
         values = cursor.fetchone()
         if values is None:
             return None
-        if self.decoders:
-            values = list(values)
-            for position, decode in self.decoders:
-                if values[position] is not None:
-                    values[position] = decode(values[position], connection)
-        return dict(zip(self.columns, values, strict=True))
+        return dict(zip(self.columns, _decoded(values, self.decoders, connection), strict=True))
 
 
 @dataclass(frozen=True)
@@ -284,12 +290,7 @@ class CredentialsRead:
 
     def run(self, cursor: Any, connection: Any, prefix: str) -> list[list[Any]]:
         cursor.execute(self.sql, (*self.parameters, prefix))
-        rows = [list(values) for values in cursor.fetchall()]
-        for values in rows:
-            for position, decode in self.decoders:
-                if values[position] is not None:
-                    values[position] = decode(values[position], connection)
-        return rows
+        return [_decoded(values, self.decoders, connection) for values in cursor.fetchall()]
 
 
 _credentials: dict[tuple[Any, ...], CredentialsRead] = {}
