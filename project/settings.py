@@ -18,7 +18,7 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from whitenoise.compress import Compressor
 
-from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
+from oxide_batch.api.openapi import SPECTACULAR
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.evidence import validate_stale_after
 from oxide_batch.domain.failures import validate_failure_url_template
@@ -141,7 +141,9 @@ ROOT_URLCONF = "project.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The service's own overrides of Django's admin frame (the app's pages
+        # are in oxide_batch/templates, found through APP_DIRS).
+        "DIRS": [BASE_DIR / "project" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -199,25 +201,9 @@ OXIDE_BATCH_VISIBLE_PARAMETERS = frozenset(_env_list("OXIDE_BATCH_VISIBLE_PARAME
 # The largest request body (bytes) the API reads; larger → 413 problem+json.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024))
 
-# The HTTP API (oxide_batch/api). Token authentication first, so an anonymous
-# request gets 401 (with WWW-Authenticate) rather than 403.
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        # DRF's TokenAuthentication against hashed tokens (oxide_batch.models.ApiToken),
-        # reading the batch permissions in the same query.
-        "oxide_batch.api.authentication.BatchTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["oxide_batch.api.parsers.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": None,
-    "DEFAULT_SCHEMA_CLASS": "oxide_batch.api.schema.BatchSchema",
-    "EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler",
-    "UNAUTHENTICATED_USER": None,
-    "STRICT_JSON": True,
-    "TEST_REQUEST_DEFAULT_FORMAT": "json",
-}
+# The API's views carry their own DRF classes (oxide_batch/api/contract.py,
+# decision 117), so nothing here shapes its contract; this is for the tests.
+REST_FRAMEWORK = {"TEST_REQUEST_DEFAULT_FORMAT": "json"}
 
 
 def _operator_throttle_rate() -> str | None:
@@ -250,48 +236,9 @@ CACHES = {
     },
 }
 
-SPECTACULAR_SETTINGS = {
-    "TITLE": "oxide_batch API",
-    "DESCRIPTION": (
-        "The durable job repository of a batch framework: runtimes record launches, "
-        "steps, chunk checkpoints, partitions and flow decisions; every mutation is a "
-        "compare-and-swap on a version. Errors are application/problem+json."
-    ),
-    "VERSION": "1",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SCHEMA_PATH_PREFIX": "/api/v1",
-    "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {
-        "BatchStatusEnum": "oxide_batch.domain.status.BatchStatus",
-        "FailureCategoryEnum": "oxide_batch.domain.status.FailureCategory",
-        "FlowTransitionKindEnum": "oxide_batch.domain.flow.FlowTransitionKind",
-        "TerminalKindEnum": "oxide_batch.domain.flow.TerminalKind",
-        "ParameterTypeEnum": "oxide_batch.domain.parameters.ParameterType",
-    },
-    "PATH_CONVERTER_OVERRIDES": {
-        # What the views accept after the converters (oxide_batch/api/converters.py).
-        "batch_id": IdentifierConverter.schema,
-        "node_id": NodeIdConverter.schema,
-    },
-    # Served offline from drf-spectacular-sidecar's static files, no CDN; the
-    # pages fetch nothing from elsewhere (oxide_batch/api/docs.py).
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    # No badge from validator.swagger.io. No deep links: Swagger UI puts each
-    # operation's link inside the button that opens it (axe nested-interactive).
-    "SWAGGER_UI_SETTINGS": {"deepLinking": False, "validatorUrl": None},
-    # The local sans-serif instead of Montserrat/Roboto, which only a web font
-    # from Google would provide.
-    "REDOC_UI_SETTINGS": {
-        "theme": {
-            "typography": {
-                "fontFamily": "system-ui, sans-serif",
-                "headings": {"fontFamily": "system-ui, sans-serif"},
-            }
-        }
-    },
-}
+# The app's OpenAPI settings, which its schema and docs views apply themselves;
+# named here for `manage.py spectacular` and the tests' SchemaGenerator.
+SPECTACULAR_SETTINGS = SPECTACULAR
 
 
 def _pg_pooler() -> str:

@@ -2,7 +2,7 @@
 from this machine alone.
 
 The bundles come from drf-spectacular-sidecar's static files; the templates
-(``templates/api/``) leave out drf-spectacular's Google Fonts link; and each
+(``oxide_batch/templates/oxide_batch/api/``) leave out drf-spectacular's Google Fonts link; and each
 page answers with a Content-Security-Policy that allows this origin only, so
 what a bundle would still fetch from elsewhere at load (Redoc's sidebar logo on
 ``cdn.redoc.ly``) is refused by the browser before any request is sent."""
@@ -11,10 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import SPECTACULAR_DEFAULTS, patched_settings
+from drf_spectacular.views import (
+    SCHEMA_KWARGS,
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
+
+from oxide_batch.api.contract import ApiContract
+from oxide_batch.api.openapi import SPECTACULAR
+from oxide_batch.api.schema import extended
+
+# drf-spectacular's defaults under the app's own settings, so a host's
+# SPECTACULAR_SETTINGS changes neither the document nor the pages (the SERVE_*
+# and generator settings are the views' attributes below instead).
+SCHEMA_SETTINGS = {
+    name: value
+    for name, value in {**SPECTACULAR_DEFAULTS, **SPECTACULAR}.items()
+    if not name.startswith("SERVE_") and name != "DEFAULT_GENERATOR_CLASS"
+}
 
 DOCS_CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -33,7 +52,35 @@ DOCS_CONTENT_SECURITY_POLICY = "; ".join(
 )
 
 
-class _SameOriginOnly(APIView):
+class SchemaView(ApiContract, SpectacularAPIView):
+    """The OpenAPI document of this API alone, with the app's settings."""
+
+    permission_classes = []
+    renderer_classes = SpectacularAPIView.renderer_classes
+    generator_class = SchemaGenerator
+    serve_public = True
+    urlconf = None
+    custom_settings = SCHEMA_SETTINGS
+
+    @extended(**SCHEMA_KWARGS)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response: Response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]
+        return response
+
+
+class _SameOriginOnly(ApiContract):
+    permission_classes = []
+    renderer_classes = SpectacularSwaggerView.renderer_classes
+    url_name = "oxide_batch:api:schema"
+    title = SPECTACULAR["TITLE"]
+
+    @extended(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # The page's data (bundles, UI settings) is read from the settings here.
+        with patched_settings(SCHEMA_SETTINGS):
+            response: Response = super().get(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
     def finalize_response(
         self, request: Request, response: Response, *args: Any, **kwargs: Any
     ) -> Response:
@@ -43,8 +90,8 @@ class _SameOriginOnly(APIView):
 
 
 class SwaggerDocsView(_SameOriginOnly, SpectacularSwaggerView):
-    template_name = "api/swagger_ui.html"
+    template_name = "oxide_batch/api/swagger_ui.html"
 
 
 class RedocDocsView(_SameOriginOnly, SpectacularRedocView):
-    template_name = "api/redoc.html"
+    template_name = "oxide_batch/api/redoc.html"

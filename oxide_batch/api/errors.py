@@ -14,8 +14,11 @@ Statuses: input → 400 (the input-shaped repository variants keep their own
 code), not found → 404, a rule or conflict → 409 (``*_corrupt`` included),
 the database unavailable, a commit outcome unknown or a schema that does not
 match → 503 with ``Retry-After``. DRF's own exceptions map to 400/401/403/
-404/405/406/413/415. An exception nobody mapped is a defect and propagates
-(Django's 500 handler answers problem+json under ``/api/`` too).
+404/405/406/413/415. An exception nobody mapped is a defect: the view answers
+a 500 problem and logs it (``oxide_batch.api.contract``). Under the API's
+prefix, what no view answers is a problem too: an unknown path
+(``oxide_batch.urls``), and in the standalone service Django's 400/403/404/500
+handlers (``project/urls.py``).
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, reverse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.exceptions import ErrorDetail
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
 from oxide_batch.client.wire import (
@@ -170,11 +176,13 @@ def invalid_request(errors: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any
 def flatten_validation(detail: Any, path: str = "") -> dict[str, list[dict[str, Any]]]:
     """DRF's nested validation detail as ``{dotted path: [{code, message}]}``."""
     found: dict[str, list[dict[str, Any]]] = {}
+    # DRF files an object's own errors under the host's NON_FIELD_ERRORS_KEY.
+    own = {NON_FIELD, api_settings.NON_FIELD_ERRORS_KEY}
 
     def visit(item: Any, where: str) -> None:
         if isinstance(item, Mapping):
             for key, value in item.items():
-                if key == NON_FIELD:  # a nested object's own errors belong to its path
+                if key in own:  # a nested object's own errors belong to its path
                     visit(value, where)
                 else:
                     visit(value, f"{where}.{key}" if where else str(key))
@@ -254,11 +262,16 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
     return Response(document, status=status, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 
-# -- Django's handlers (project/urls.py): problem+json under /api/, Django's pages elsewhere.
+# -- Django's handlers (project/urls.py): problem+json under the API's prefix
+# (``api/`` where oxide_batch.urls is included), Django's pages elsewhere.
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    try:
+        root = reverse("oxide_batch:api-not-found")
+    except NoReverseMatch:  # the project did not include oxide_batch.urls
+        return False
+    return request.path.startswith(root)
 
 
 def _problem_response(status: int, code: str, detail: str) -> HttpResponse:
@@ -269,6 +282,12 @@ def _problem_response(status: int, code: str, detail: str) -> HttpResponse:
         content_type=PROBLEM_CONTENT_TYPE,
         headers=headers,
     )
+
+
+@csrf_exempt  # as the API's views are: a POST to a wrong path is a 404, not a CSRF 403
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """A path under the API's prefix that no route matched (``oxide_batch.urls``)."""
+    return _problem_response(404, "not_found", "no such resource")
 
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -75,7 +75,7 @@ def endpoint(
             response=ProblemOutput, description="codes: " + ", ".join(f"`{c}`" for c in codes)
         )
     needs = f"Requires the `{permission}` permission." if permission else "Requires a login."
-    return extend_schema(
+    return extended(
         operation_id=operation_id,
         summary=summary,
         description=(description + "\n\n" + needs).strip(),
@@ -86,9 +86,22 @@ def endpoint(
     )
 
 
+def extended(**kwargs: Any) -> Callable[[Any], Any]:
+    """``extend_schema(**kwargs)`` for a view method, built on :class:`BatchSchema`:
+    drf-spectacular builds on the method's own schema class when it has one,
+    else on the project's ``DEFAULT_SCHEMA_CLASS`` — in a host project, maybe
+    DRF's own, which cannot document an operation."""
+
+    def decorate(method: Any) -> Any:
+        method.schema = BatchSchema
+        return extend_schema(**kwargs)(method)
+
+    return decorate
+
+
 class BatchSchema(AutoSchema):
-    """The API's schema class (``DEFAULT_SCHEMA_CLASS``): the document states what
-    the inputs enforce, from the same declarations.
+    """The API's schema class (every view's, ``oxide_batch.api.contract``): the
+    document states what the inputs enforce, from the same declarations.
 
     - An :class:`Input` refuses members it does not declare, so its object is
       ``additionalProperties: false``.
@@ -96,7 +109,10 @@ class BatchSchema(AutoSchema):
       :func:`~oxide_batch.api.fields.document_as`: names, operator strings,
       identifiers, envelopes) is documented by that alone; drf-spectacular would
       otherwise add an empty-string alternative for ``allow_blank`` fields, whose
-      empty value the domain refuses (``empty_name``)."""
+      empty value the domain refuses (``empty_name``).
+    - drf-spectacular documents request bodies of PUT, PATCH and POST only; the
+      hold release (``DELETE instances/{id}/hold``) carries one too (reason code
+      and operation id, SPEC §4), so a DELETE is documented like a POST."""
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> Any:
         schema = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
@@ -114,17 +130,6 @@ class BatchSchema(AutoSchema):
                         schema["properties"][name][keyword] = bound
         return schema
 
-    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
-        if has_override(field, "field"):
-            return
-        super()._insert_field_validators(field, schema)  # type: ignore[no-untyped-call]
-
-
-class BodySchema(BatchSchema):
-    """drf-spectacular documents request bodies of PUT, PATCH and POST only; the
-    hold release (``DELETE instances/{id}/hold``) carries one too (reason code
-    and operation id, SPEC §4), so DELETE is documented like POST here."""
-
     def _get_request_body(self, direction: str = "request") -> Any:
         if self.method != "DELETE":
             return super()._get_request_body(direction)  # type: ignore[no-untyped-call]
@@ -133,3 +138,8 @@ class BodySchema(BatchSchema):
             return super()._get_request_body(direction)  # type: ignore[no-untyped-call]
         finally:
             self.method = "DELETE"
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        if has_override(field, "field"):
+            return
+        super()._insert_field_validators(field, schema)  # type: ignore[no-untyped-call]

@@ -9,8 +9,10 @@ permissions before throttles): a refused caller spends no allowance and sees
 401/403, not 429. Past the rate the answer is 429 ``throttled`` with
 ``Retry-After`` (oxide_batch.api.errors).
 
-The count lives in the ``throttle`` cache (Django's DatabaseCache, a table of
-the database): one count for every gunicorn worker and every host. DRF's
+The count lives in the ``throttle`` cache (Django's DatabaseCache on the table
+the app's migration 0010 creates): one count for every gunicorn worker and
+every host. A project that names no ``throttle`` cache in ``CACHES`` (a host
+project, README) gets that same cache from the app itself. DRF's
 read-then-write of the history is not atomic, so requests of one user racing
 each other may both be admitted — a bound on a person's or a script's pace, not
 an exact quota. Hosts should keep their clocks in sync (NTP): each stamps the
@@ -23,16 +25,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import caches
+from django.core.cache import BaseCache, caches
+from django.core.cache.backends.db import DatabaseCache
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
 from oxide_batch.api.roles import OPERATOR_PERMISSIONS
 
 THROTTLE_CACHE = "throttle"
+# The table of migration 0010 (oxide_batch.migrations.0010_throttle_cache_table).
+THROTTLE_TABLE = "ob_throttle_cache"
+# Expired entries are culled first; above this, a third of the rest.
+_OWN_CACHE_PARAMS = {"OPTIONS": {"MAX_ENTRIES": 10_000}}
 THROTTLED_CODE = "throttled"
 # The documented problem of a throttled operation (merged into its errors).
 THROTTLED: Mapping[int, tuple[str, ...]] = {429: (THROTTLED_CODE,)}
+
+
+def throttle_cache() -> BaseCache:
+    """The project's ``throttle`` cache, else the app's own on its table."""
+    if THROTTLE_CACHE in settings.CACHES:
+        return caches[THROTTLE_CACHE]
+    return DatabaseCache(THROTTLE_TABLE, _OWN_CACHE_PARAMS)
 
 
 def requires_operate(request: Request, view: Any) -> bool:
@@ -49,7 +63,7 @@ class OperatorRateThrottle(UserRateThrottle):
 
     def __init__(self) -> None:
         # Resolved per request, not at import: tests and deployments may swap caches.
-        self.cache = caches[THROTTLE_CACHE]
+        self.cache = throttle_cache()
         super().__init__()
 
     def get_rate(self) -> str | None:

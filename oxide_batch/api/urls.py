@@ -1,14 +1,14 @@
-"""``/api/v1/`` routes (SPEC §4): runtimes and readers, then the operator's
-(recovery, stop, abandon, holds, purge) and the append-only audit lists."""
+"""``api/v1/`` routes (SPEC §4; namespace ``oxide_batch:api``): runtimes and
+readers, then the operator's (recovery, stop, abandon, holds, purge) and the
+append-only audit lists."""
 
 from __future__ import annotations
 
 from django.urls import path, register_converter
-from drf_spectacular.views import SpectacularAPIView
 
 from oxide_batch.api import views
 from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
-from oxide_batch.api.docs import RedocDocsView, SwaggerDocsView
+from oxide_batch.api.docs import RedocDocsView, SchemaView, SwaggerDocsView
 
 register_converter(IdentifierConverter, "batch_id")
 register_converter(NodeIdConverter, "node_id")
@@ -139,15 +139,7 @@ urlpatterns = [
         views.RetentionRecordsView.as_view(),
         name="audit-retention-records",
     ),
-    path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
-    path(
-        "docs/",
-        SwaggerDocsView.as_view(url_name="api:schema", permission_classes=[]),
-        name="docs",
-    ),
-    path(
-        "redoc/",
-        RedocDocsView.as_view(url_name="api:schema", permission_classes=[]),
-        name="redoc",
-    ),
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path("docs/", SwaggerDocsView.as_view(), name="docs"),
+    path("redoc/", RedocDocsView.as_view(), name="redoc"),
 ]

@@ -80,7 +80,7 @@ def test_header_links_the_dashboard_and_the_api_docs_not_a_missing_site(admin_cl
     text = page(admin_client, "/admin/")
     hrefs = {value for tag, value, _ in links(text) if tag == "a"}
     assert reverse("admin:oxide_batch_dashboard") in hrefs
-    assert reverse("api:docs") in hrefs
+    assert reverse("oxide_batch:api:docs") in hrefs
     assert "/" not in hrefs
     assert "View site" not in text
 
@@ -121,3 +121,35 @@ def test_favicon_ico_leads_to_the_icon(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 302
     assert response["Location"] == FAVICON
+
+
+FRAME = static("oxide_batch/frame.css")
+CONSOLE = static("oxide_batch/console.css")
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        # The site's frame alone on a page that is not the app's.
+        ("/admin/auth/user/", [FRAME]),
+        ("/admin/", [FRAME]),
+        # The app's pages bring both (oxide_batch/templates/admin/oxide_batch/styles.html),
+        # and the site's frame is not linked a second time.
+        ("/admin/oxide_batch/", [FRAME, CONSOLE]),
+        ("/admin/oxide_batch/jobexecution/", [FRAME, CONSOLE]),
+        ("/admin/oxide_batch/jobexecution/dashboard/", [FRAME, CONSOLE]),
+    ],
+)
+def test_each_page_links_the_console_stylesheets_once(admin_client, path, expected):
+    sheets = [
+        value
+        for tag, value, attrs in links(page(admin_client, path))
+        if tag == "link" and attrs.get("rel") == "stylesheet" and "oxide_batch/" in value
+    ]
+    assert sheets == expected
+
+
+def test_the_app_index_opens_the_dashboard_and_the_api_docs(admin_client):
+    hrefs = {value for tag, value, _ in links(page(admin_client, "/admin/oxide_batch/"))}
+    assert reverse("admin:oxide_batch_dashboard") in hrefs
+    assert reverse("oxide_batch:api:docs") in hrefs

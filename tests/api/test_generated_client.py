@@ -63,7 +63,7 @@ def generated(
     """The package ``openapi-python-client`` generates from ``GET schema/``."""
     work = tmp_path_factory.mktemp("generated-client")
     with django_db_blocker.unblock():
-        response = Client().get(reverse("api:schema"), {"format": "json"})
+        response = Client().get(reverse("oxide_batch:api:schema"), {"format": "json"})
     assert response.status_code == 200
     document = work / "openapi.json"
     document.write_bytes(response.content)

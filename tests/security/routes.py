@@ -42,7 +42,7 @@ def _permission(pattern: URLPattern, view: type[Any], method: str) -> str:
     if issubclass(view, BatchView):
         return view.required_permissions.get(method, LOGIN)
     initkwargs = getattr(pattern.callback, "view_initkwargs", {})
-    if initkwargs.get("permission_classes") == []:
+    if initkwargs.get("permission_classes", view.permission_classes) == []:
         return PUBLIC
     return LOGIN
 

@@ -117,7 +117,11 @@ def requests_for(operator: Runtime, rt: Runtime, clock: FixedClock) -> list[tupl
         kwargs = {name: ids[name] for name in route.kwargs}
         # A new endpoint gets an empty body: the refusal must come before parsing anyway.
         found.append(
-            (route, reverse(f"api:{route.name}", kwargs=kwargs), bodies.get(route.name, {}))
+            (
+                route,
+                reverse(f"oxide_batch:api:{route.name}", kwargs=kwargs),
+                bodies.get(route.name, {}),
+            )
         )
     return found
 

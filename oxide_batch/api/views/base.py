@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
+from oxide_batch.api.contract import ApiContract
 from oxide_batch.api.errors import at
 from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
 from oxide_batch.api.permissions import BatchPermission
@@ -46,13 +47,13 @@ TRANSITION_ERRORS = (
 )
 
 
-class BatchView(APIView):
-    """Base of every batch endpoint: per-method permissions, path ids checked."""
+class BatchView(ApiContract):
+    """Base of every batch endpoint: the API's own DRF classes (whatever the
+    host's settings), per-method permissions, path ids checked."""
 
     permission_classes = [BatchPermission]
     # Counts only the operator actions' methods (oxide_batch.api.throttling).
     throttle_classes = [OperatorRateThrottle]
-    metadata_class = None
     required_permissions: ClassVar[Mapping[str, str]] = {}
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

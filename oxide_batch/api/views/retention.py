@@ -9,14 +9,13 @@ from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
 from oxide_batch.api.roles import HOLD_INSTANCE, PURGE_METADATA
-from oxide_batch.api.schema import BodySchema, endpoint
+from oxide_batch.api.schema import endpoint
 from oxide_batch.api.throttling import THROTTLED
 from oxide_batch.api.views.base import REPLAY_DOC, BatchView, actor_of
 
 
 class HoldView(BatchView):
     required_permissions = {"PUT": HOLD_INSTANCE, "DELETE": HOLD_INSTANCE}
-    schema = BodySchema()
 
     @endpoint(
         operation_id="place_hold",

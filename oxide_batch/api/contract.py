@@ -1,0 +1,106 @@
+"""The API's contract, carried by its views rather than read from the host's
+``REST_FRAMEWORK`` (decision 117).
+
+A Django project that installs the app has its own DRF configuration —
+another authentication, ``AllowAny``, page-number pagination, a browsable API,
+its own exception handler, a versioning scheme. Every class DRF would take
+from those settings is named here, so the endpoints under ``oxide_batch.urls``
+answer the same in any host: token (then session) authentication with 401 for
+anonymous callers, the strict JSON parser (SPEC §9), JSON out, keyset pages,
+and application/problem+json for every error, a defect's 500 included. The
+host's own DRF views keep the host's settings: nothing here is global.
+
+What DRF still reads from the global settings is harmless here:
+``UNAUTHENTICATED_USER`` (the permission checks accept ``None`` and an
+anonymous user alike) and ``NON_FIELD_ERRORS_KEY`` (the error mapping reads it,
+``oxide_batch.api.errors.flatten_validation``); the API's own fields format
+their instants themselves."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.signals import got_request_exception
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.settings import APISettings
+from rest_framework.views import APIView
+
+from oxide_batch.api.authentication import BatchTokenAuthentication
+from oxide_batch.api.errors import exception_handler, problem
+from oxide_batch.api.parsers import StrictJSONParser
+from oxide_batch.api.schema import BatchSchema
+from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
+
+logger = logging.getLogger("django.request")
+
+# DRF's defaults, whatever the host's REST_FRAMEWORK says: what a view reads
+# through ``self.settings`` (the format suffix and override names, the
+# exception handler's name) and the content negotiation's settings.
+API_SETTINGS = APISettings(
+    user_settings={"EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler"}
+)
+
+
+class ApiJSONRenderer(JSONRenderer):
+    """DRF's JSON renderer with its defaults fixed (DRF reads ``UNICODE_JSON``,
+    ``COMPACT_JSON`` and ``STRICT_JSON`` once, from the host's settings):
+    UTF-8 text, compact separators, and no NaN or Infinity."""
+
+    ensure_ascii = False
+    compact = True
+    strict = True
+
+
+class ApiContentNegotiation(DefaultContentNegotiation):
+    settings = API_SETTINGS  # type: ignore[assignment]  # the stubs name a private type
+
+
+class ApiContract(APIView):
+    """The classes every view of the API carries (decision 117); a view that
+    answers otherwise (the docs pages, the schema) overrides one of them."""
+
+    authentication_classes = [
+        # DRF's TokenAuthentication against hashed tokens (oxide_batch.models.ApiToken),
+        # first: an anonymous request gets 401 with WWW-Authenticate, not 403.
+        BatchTokenAuthentication,
+        SessionAuthentication,
+    ]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [StrictJSONParser]
+    renderer_classes = [ApiJSONRenderer]
+    throttle_classes = []
+    content_negotiation_class = ApiContentNegotiation
+    versioning_class = None
+    metadata_class = None
+    schema = BatchSchema()
+    settings = API_SETTINGS
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """The problem for ``exc``; an exception nobody mapped (a defect) is a
+        500 problem too, logged as Django logs one — on the API's URLs the
+        host's 500 page never answers."""
+        try:
+            return super().handle_exception(exc)
+        except Exception:
+            # What Django's handler does for an uncaught exception: the test
+            # client re-raises it from this signal, a logging handler gets it.
+            got_request_exception.send(sender=type(self), request=self.request)
+            logger.error(
+                "Internal Server Error: %s",
+                self.request.path,
+                exc_info=True,
+                extra={"status_code": 500, "request": self.request},
+            )
+            return Response(
+                problem(500, "internal_error", "an unexpected error occurred"),
+                status=500,
+                content_type=PROBLEM_CONTENT_TYPE,
+            )
