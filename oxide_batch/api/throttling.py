@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
 from oxide_batch.api.roles import OPERATOR_PERMISSIONS
+from oxide_batch.conf import batch_settings
 
 THROTTLE_CACHE = "throttle"
 THROTTLED_CODE = "throttled"
@@ -54,8 +54,7 @@ class OperatorRateThrottle(UserRateThrottle):
 
     def get_rate(self) -> str | None:
         # Read per request (DRF's THROTTLE_RATES is frozen at import).
-        rate: str | None = getattr(settings, "OXIDE_BATCH_OPERATOR_THROTTLE_RATE", None)
-        return rate
+        return batch_settings.OPERATOR_THROTTLE_RATE
 
     def allow_request(self, request: Request, view: Any) -> bool:
         if not requires_operate(request, view):
