@@ -7,6 +7,7 @@ class OxideBatchConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import oxide_batch.conf  # noqa: F401  (registers the settings check)
         from oxide_batch import checks  # noqa: F401  (registers the schema check)
         from oxide_batch.observability.observer import OBSERVER
         from oxide_batch.repository import hooks

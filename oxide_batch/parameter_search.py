@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connections, models, router
+
+from oxide_batch.conf import batch_settings
 
 PARAMETER_MATCHES_MAX = 500
 
@@ -51,7 +52,7 @@ def parse_term(term: str) -> ParameterTerm | None:
 
 
 def is_searchable(name: str) -> bool:
-    return name in settings.OXIDE_BATCH_VISIBLE_PARAMETERS
+    return name in batch_settings.VISIBLE_PARAMETERS
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,10 @@ default is an SQLite file in the project directory.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import dj_database_url
 import django_stubs_ext
@@ -19,14 +17,11 @@ from django.core.exceptions import ImproperlyConfigured
 from whitenoise.compress import Compressor
 
 from oxide_batch.api.openapi import SPECTACULAR
+from oxide_batch.conf import SETTING_NAMES
 from oxide_batch.domain.durations import parse_duration
-from oxide_batch.domain.evidence import validate_stale_after
-from oxide_batch.domain.failures import validate_failure_url_template
 
 # Lets generic classes such as ModelAdmin[...] be subscripted at run time.
 django_stubs_ext.monkeypatch()
-
-T = TypeVar("T")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -63,7 +58,7 @@ ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 # still be overridden by its own variable) and refuses the placeholder key, so
 # `manage.py check --deploy --fail-level WARNING` passes. Without it, the local
 # demo (scripts/run, plain HTTP) works with nothing set.
-OXIDE_BATCH_HTTPS = _env_bool("OXIDE_BATCH_HTTPS", False)
+_HTTPS = _env_bool("OXIDE_BATCH_HTTPS", False)
 PLACEHOLDER_SECRET_KEY = "insecure-local-only-oxide-batch-key-change-me"  # nosec B105 # refused with OXIDE_BATCH_HTTPS
 
 
@@ -71,7 +66,7 @@ def _secret_key() -> str:
     key = os.environ.get("SECRET_KEY", "").strip()
     if key and key != PLACEHOLDER_SECRET_KEY:
         return key
-    if OXIDE_BATCH_HTTPS:
+    if _HTTPS:
         raise ImproperlyConfigured(
             "SECRET_KEY: set a long random value (OXIDE_BATCH_HTTPS is on, so the "
             "local-only placeholder is refused)"
@@ -95,14 +90,14 @@ def _proxy_ssl_header() -> tuple[str, str] | None:
 
 
 SECRET_KEY = _secret_key()
-SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", OXIDE_BATCH_HTTPS)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", _HTTPS)
 # Probes and the scraper may call the process directly over plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
-SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31_536_000 if OXIDE_BATCH_HTTPS else 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", OXIDE_BATCH_HTTPS)
-SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", OXIDE_BATCH_HTTPS)
-SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", OXIDE_BATCH_HTTPS)
-CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", OXIDE_BATCH_HTTPS)
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31_536_000 if _HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", _HTTPS)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", _HTTPS)
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", _HTTPS)
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header()
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -162,41 +157,11 @@ WSGI_APPLICATION = "project.wsgi.application"
 STATEMENT_TIMEOUT = parse_duration(os.environ.get("OXIDE_BATCH_STATEMENT_TIMEOUT", "30s"))
 LOCK_TIMEOUT = parse_duration(os.environ.get("OXIDE_BATCH_LOCK_TIMEOUT", "5s"))
 
-# Checkpoint and context envelopes: canonical bytes and JSON depth (hard
-# ceilings 1 MiB and 64, enforced by the domain).
-OXIDE_BATCH_STATE_MAX_BYTES = int(os.environ.get("OXIDE_BATCH_STATE_MAX_BYTES", 64 * 1024))
-OXIDE_BATCH_STATE_MAX_DEPTH = int(os.environ.get("OXIDE_BATCH_STATE_MAX_DEPTH", 16))
-
-
-def _env_validated(name: str, default: str, parse: Callable[[str], T]) -> T:
-    """The variable ``name`` (else ``default``) through ``parse``; a value it
-    refuses (``ValueError``) stops start-up with a message naming the variable."""
-    try:
-        return parse(os.environ.get(name, default))
-    except ValueError as error:
-        raise ImproperlyConfigured(f"{name}: {error}") from None
-
-
-# How long an active execution must be inactive before recovery may be proposed
-# (SPEC §2.5): a duration such as ``15m``, 1 min – 24 h.
-OXIDE_BATCH_RECOVERY_STALE_AFTER = _env_validated(
-    "OXIDE_BATCH_RECOVERY_STALE_AFTER",
-    "15m",
-    lambda text: validate_stale_after(parse_duration(text)),
-)
-# How far in the past a purge cutoff must be at least (SPEC §2.5): a duration
-# such as ``1h``; ``0s`` is allowed (tests, demos).
-OXIDE_BATCH_PURGE_MIN_AGE = _env_validated("OXIDE_BATCH_PURGE_MIN_AGE", "1h", parse_duration)
-# A link from a failure id to its text in the team's log search or error tracker
-# (SPEC §10), e.g. ``https://logs.example.com/search?q={failure_id}``; placeholders
-# ``{failure_id}``, ``{execution_id}``, ``{job_name}``. Empty: no links.
-OXIDE_BATCH_FAILURE_URL_TEMPLATE = _env_validated(
-    "OXIDE_BATCH_FAILURE_URL_TEMPLATE", "", validate_failure_url_template
-)
-
-# Parameter names whose values the API shows (comma-separated); parameters are
-# sensitive by default, so every other value is shown by name and type only.
-OXIDE_BATCH_VISIBLE_PARAMETERS = frozenset(_env_list("OXIDE_BATCH_VISIBLE_PARAMETERS", []))
+# The app's settings (oxide_batch/conf.py, docs/settings.md): each is the
+# variable of the same name, when set, as its text. The app parses it; an
+# invalid one fails the system check oxide_batch.E101… (manage.py check, the
+# migrate of scripts/serve) and stops project/wsgi.py, naming the variable.
+globals().update({name: os.environ[name] for name in sorted(SETTING_NAMES) if name in os.environ})
 
 # The largest request body (bytes) the API reads; larger → 413 problem+json.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024))
@@ -205,23 +170,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 
 # decision 117), so nothing here shapes its contract; this is for the tests.
 REST_FRAMEWORK = {"TEST_REQUEST_DEFAULT_FORMAT": "json"}
 
-
-def _operator_throttle_rate() -> str | None:
-    """Operator actions per user: ``N/s``, ``N/min``, ``N/hour`` or ``N/day``
-    (DRF's notation); ``off`` turns the throttle off."""
-    text = os.environ.get("OXIDE_BATCH_OPERATOR_THROTTLE_RATE", "60/min").strip()
-    if text.lower() in {"", "off", "none"}:
-        return None
-    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", text):
-        raise ImproperlyConfigured(
-            f"OXIDE_BATCH_OPERATOR_THROTTLE_RATE: expected N/min (or N/s, N/hour, N/day, off), "
-            f"got {text!r}"
-        )
-    return text
-
-
-# The operator API's throttle (oxide_batch.api.throttling), read per request.
-OXIDE_BATCH_OPERATOR_THROTTLE_RATE = _operator_throttle_rate()
 
 # "throttle" is a table of the database (created by a migration), so every
 # gunicorn worker and every host on the same database shares one count; a
@@ -327,13 +275,13 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(BASE_DIR / "var" / "static"
 # hashed copies collectstatic wrote, which browsers may keep for a year; that needs
 # the manifest, so it is off where nothing is collected: the tests, and scripts/run,
 # whose runserver serves the apps' own files by their plain names.
-OXIDE_BATCH_STATIC_MANIFEST = _env_bool("OXIDE_BATCH_STATIC_MANIFEST", False)
+_STATIC_MANIFEST = _env_bool("OXIDE_BATCH_STATIC_MANIFEST", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "whitenoise.storage.CompressedManifestStaticFilesStorage"
-            if OXIDE_BATCH_STATIC_MANIFEST
+            if _STATIC_MANIFEST
             else "whitenoise.storage.CompressedStaticFilesStorage"
         )
     },
@@ -361,34 +309,3 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
-
-
-# /metrics (docs/observability.md). Access: the client address must be in
-# OXIDE_BATCH_METRICS_ALLOWED_IPS (addresses or networks, comma-separated;
-# default localhost only; "*" any), then, when OXIDE_BATCH_METRICS_TOKEN is set,
-# present it as "Authorization: Bearer <token>".
-def _metrics_allowed_ips() -> list[str]:
-    allowed = _env_list("OXIDE_BATCH_METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
-    for network in allowed:
-        if network != "*":
-            try:
-                ipaddress.ip_network(network, strict=False)
-            except ValueError as error:
-                raise ImproperlyConfigured(f"OXIDE_BATCH_METRICS_ALLOWED_IPS: {error}") from None
-    return allowed
-
-
-OXIDE_BATCH_METRICS_ALLOWED_IPS = _metrics_allowed_ips()
-OXIDE_BATCH_METRICS_TOKEN = os.environ.get("OXIDE_BATCH_METRICS_TOKEN", "")
-# Gauges computed from the database are cached this long; per-status counts
-# read at most this many index entries each (a planner estimate above).
-OXIDE_BATCH_METRICS_GAUGE_TTL = parse_duration(
-    os.environ.get("OXIDE_BATCH_METRICS_GAUGE_TTL", "15s")
-)
-OXIDE_BATCH_METRICS_STATUS_COUNT_CAP = int(
-    os.environ.get("OXIDE_BATCH_METRICS_STATUS_COUNT_CAP", 10_000)
-)
-# The statement timeout of /readyz and the gauge queries (PostgreSQL).
-OXIDE_BATCH_METRICS_DB_TIMEOUT = parse_duration(
-    os.environ.get("OXIDE_BATCH_METRICS_DB_TIMEOUT", "2s")
-)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from oxide_batch.conf import SETTING_NAMES, batch_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 # Each would change what some test observes if it reached the settings.
 EXPORTED = {
@@ -43,15 +45,16 @@ def test_no_application_setting_reaches_the_tests():
     # pytest-django sets DJANGO_SETTINGS_MODULE again, from the ini.
     assert [name for name in os.environ if is_app_setting(name)] == ["DJANGO_SETTINGS_MODULE"]
     assert os.environ["DJANGO_SETTINGS_MODULE"] == "project.settings"
-    defaults = {
-        "OXIDE_BATCH_PURGE_MIN_AGE": timedelta(hours=1),
-        "OXIDE_BATCH_RECOVERY_STALE_AFTER": timedelta(minutes=15),
-        "OXIDE_BATCH_OPERATOR_THROTTLE_RATE": "60/min",
-        "OXIDE_BATCH_STATE_MAX_BYTES": 64 * 1024,
-        "OXIDE_BATCH_VISIBLE_PARAMETERS": frozenset(),
-        "DEBUG": False,
-    }
-    assert {name: getattr(settings, name) for name in defaults} == defaults
+    assert settings.DEBUG is False
+    # project/settings.py defines an app setting only when its variable is set.
+    assert [name for name in SETTING_NAMES if hasattr(settings, name)] == []
+    assert (timedelta(hours=1), timedelta(minutes=15), "60/min", 64 * 1024, frozenset()) == (
+        batch_settings.PURGE_MIN_AGE,
+        batch_settings.RECOVERY_STALE_AFTER,
+        batch_settings.OPERATOR_THROTTLE_RATE,
+        batch_settings.STATE_MAX_BYTES,
+        batch_settings.VISIBLE_PARAMETERS,
+    )
 
 
 def test_tests_pass_with_application_settings_exported():
@@ -75,7 +78,8 @@ def test_tests_pass_with_application_settings_exported():
 
 def test_every_variable_the_application_reads_is_dropped():
     """A new setting variable without the OXIDE_BATCH_ prefix must be added to
-    tests.environment.UNPREFIXED, or it would leak from the caller into the tests."""
+    tests.environment.UNPREFIXED, or it would leak from the caller into the tests.
+    project/settings.py reads every app setting (oxide_batch/conf.py) by its name."""
     from tests.environment import is_app_setting
 
     sources = [ROOT / "manage.py", ROOT / "gunicorn.conf.py", *(ROOT / "project").glob("*.py")]
@@ -86,6 +90,6 @@ def test_every_variable_the_application_reads_is_dropped():
         for match in READ.finditer(path.read_text())
         for name in match.groups()
         if name
-    }
+    } | SETTING_NAMES
     assert {"OXIDE_BATCH_PURGE_MIN_AGE", "SECRET_KEY", "WEB_CONCURRENCY"} <= read
     assert sorted(name for name in read if not is_app_setting(name)) == ["DATABASE_URL"]

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -63,6 +62,7 @@ from oxide_batch.api.roles import (
     RECOVER_EXECUTION,
     STOP_EXECUTION,
 )
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT, RecoveryProposal
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
@@ -355,7 +355,7 @@ class ExecutionActions(_ActionsMixin):
 
     def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
         service = OperatorService(
-            DjangoJobRepository(), stale_after=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+            DjangoJobRepository(), stale_after=batch_settings.RECOVERY_STALE_AFTER
         )
         actor = Actor.for_user(request.user)
         for row in form.row_inputs():

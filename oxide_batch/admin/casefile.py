@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.http import HttpRequest
 from django.utils import timezone
@@ -40,6 +39,7 @@ from oxide_batch.admin.display import (
 )
 from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.proposals import latest_step_display
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.repository import DjangoJobRepository
@@ -88,7 +88,7 @@ def proposal_for(obj: Any) -> RecoveryProposal | None:
     if obj.status not in UNRESOLVED:
         return None
     return OperatorService(
-        DjangoJobRepository(), stale_after=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+        DjangoJobRepository(), stale_after=batch_settings.RECOVERY_STALE_AFTER
     ).propose(obj.pk)
 
 
@@ -96,7 +96,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     """The case file of one execution (``obj``: the change view's object;
     ``proposal``: :func:`proposal_for` it)."""
     now = timezone.now()
-    threshold = settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+    threshold = batch_settings.RECOVERY_STALE_AFTER
     steps = _steps(obj.pk)
     decisions = list(
         models.RecoveryDecision.objects.filter(job_execution_id=obj.pk).order_by("id")[

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -22,6 +21,7 @@ from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
 from oxide_batch.admin.base import can, can_view, change_url, parse_id
 from oxide_batch.admin.display import badge, human, when
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 
 UNRESOLVED_SHOWN = 20
@@ -34,7 +34,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     if not (can_view(request) or request.user.has_perm("oxide_batch.view_jobexecution")):
         raise PermissionDenied
     now = timezone.now()
-    stale_after: timedelta = settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+    stale_after = batch_settings.RECOVERY_STALE_AFTER
     days = [
         (now - timedelta(days=offset)).date()
         for offset in range(selectors.CONSOLE_WINDOW_DAYS - 1, -1, -1)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.failures import failure_help, failure_url
 
@@ -175,7 +175,7 @@ def failure(
         return format_html("{}", "—")
     help_ = failure_help(category)
     url = failure_url(
-        settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE,
+        batch_settings.FAILURE_URL_TEMPLATE,
         failure_id=failure_id,
         execution_id=execution_id,
         job_name=job_name,
@@ -208,7 +208,7 @@ def parameters(items: list[dict[str, Any]] | None) -> SafeString:
     SPEC §4) — the same rule as the API."""
     if not items:
         return format_html("{}", "none")
-    visible = settings.OXIDE_BATCH_VISIBLE_PARAMETERS
+    visible = batch_settings.VISIBLE_PARAMETERS
     return format_html_join(
         ", ",
         "{}",

@@ -9,7 +9,6 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import (
     BooleanField,
@@ -52,6 +51,7 @@ from oxide_batch.admin.display import (
     yes_no,
 )
 from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.job_names import JOB_NAMES_MAX, job_names
@@ -254,7 +254,7 @@ class TriageFilter(admin.SimpleListFilter):
     FAILED_WITHIN = timedelta(hours=24)
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        threshold = human_short(settings.OXIDE_BATCH_RECOVERY_STALE_AFTER)
+        threshold = human_short(batch_settings.RECOVERY_STALE_AFTER)
         return [
             ("unresolved", f"unresolved (UNKNOWN, or inactive > {threshold})"),
             ("failed24h", "failed in the last 24 h"),
@@ -264,7 +264,7 @@ class TriageFilter(admin.SimpleListFilter):
         now = timezone.now()
         if self.value() == "unresolved":
             unresolved = selectors.unresolved_executions_queryset(
-                now=now, inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+                now=now, inactive_for=batch_settings.RECOVERY_STALE_AFTER
             )
             return queryset.filter(pk__in=unresolved.values("pk"))
         if self.value() == "failed24h":
@@ -417,7 +417,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         return inactivity(
             obj.status,
             latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
-            threshold=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER,
+            threshold=batch_settings.RECOVERY_STALE_AFTER,
             compact=True,
         )
 
@@ -609,7 +609,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
         if not obj.failure_category:
             return render_failure(None, None, execution_id=obj.job_execution_id, job_name="")
         # The job name only when the link uses it (one read of the execution).
-        uses_name = "{job_name}" in settings.OXIDE_BATCH_FAILURE_URL_TEMPLATE
+        uses_name = "{job_name}" in batch_settings.FAILURE_URL_TEMPLATE
         return render_failure(
             obj.failure_category,
             obj.failure_id,

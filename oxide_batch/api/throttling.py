@@ -31,6 +31,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
 from oxide_batch.api.roles import OPERATOR_PERMISSIONS
+from oxide_batch.conf import batch_settings
 
 THROTTLE_CACHE = "throttle"
 # The table of migration 0010 (oxide_batch.migrations.0010_throttle_cache_table).
@@ -68,8 +69,7 @@ class OperatorRateThrottle(UserRateThrottle):
 
     def get_rate(self) -> str | None:
         # Read per request (DRF's THROTTLE_RATES is frozen at import).
-        rate: str | None = getattr(settings, "OXIDE_BATCH_OPERATOR_THROTTLE_RATE", None)
-        return rate
+        return batch_settings.OPERATOR_THROTTLE_RATE
 
     def allow_request(self, request: Request, view: Any) -> bool:
         if not requires_operate(request, view):

@@ -7,17 +7,13 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import connections, transaction
 
-DEFAULT_TIMEOUT = timedelta(seconds=2)
+from oxide_batch.conf import batch_settings
 
 
 def probe_timeout() -> timedelta:
-    value = getattr(settings, "OXIDE_BATCH_METRICS_DB_TIMEOUT", DEFAULT_TIMEOUT)
-    if isinstance(value, int | float):
-        return timedelta(seconds=value)
-    return value if isinstance(value, timedelta) else DEFAULT_TIMEOUT
+    return batch_settings.METRICS_DB_TIMEOUT
 
 
 @contextmanager

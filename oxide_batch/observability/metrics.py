@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -36,6 +36,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 import oxide_batch.domain.retention  # noqa: F401  (defines the retention error codes)
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import error_classes
 from oxide_batch.domain.operator import OperatorAction
 from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction
@@ -273,14 +274,6 @@ def reset() -> None:
 # --------------------------------------------------- gauges computed from the database
 
 
-def _seconds(value: Any, default: float) -> float:
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, int | float):
-        return float(value)
-    return default
-
-
 class ExecutionGauges(Collector):
     """Executions by status and unresolved executions, refreshed at most once per
     ``OXIDE_BATCH_METRICS_GAUGE_TTL`` (15 s) with bounded, indexed queries.
@@ -314,7 +307,7 @@ class ExecutionGauges(Collector):
         return self._families(self._current())
 
     def _current(self) -> tuple[dict[str, int], dict[str, bool], int, float] | None:
-        ttl = _seconds(getattr(settings, "OXIDE_BATCH_METRICS_GAUGE_TTL", 15), 15.0)
+        ttl = batch_settings.METRICS_GAUGE_TTL.total_seconds()
         with self._lock:
             now = time.monotonic()
             if self._attempted is None or now - self._attempted >= ttl:
@@ -328,7 +321,7 @@ class ExecutionGauges(Collector):
     def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, float]:
         from oxide_batch.selectors import unresolved_executions_queryset
 
-        cap = int(getattr(settings, "OXIDE_BATCH_METRICS_STATUS_COUNT_CAP", 10_000))
+        cap = batch_settings.METRICS_STATUS_COUNT_CAP
         now = self.now() if self.now is not None else _system_now()
         using = "default"
         table = apps.get_model("oxide_batch", "JobExecution")._meta.db_table
@@ -352,7 +345,7 @@ class ExecutionGauges(Collector):
                         estimated[status] = True
             unresolved = (
                 unresolved_executions_queryset(
-                    now=now, inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+                    now=now, inactive_for=batch_settings.RECOVERY_STALE_AFTER
                 )
                 .using(using)[:cap]
                 .count()

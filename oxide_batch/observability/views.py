@@ -8,7 +8,6 @@ import ipaddress
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -16,6 +15,7 @@ from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError, Unavailable
 from oxide_batch.observability import metrics
 from oxide_batch.observability.context import current_request_id
@@ -99,7 +99,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _remote_allowed(request: HttpRequest, allowed: list[str]) -> bool:
+def _remote_allowed(request: HttpRequest, allowed: tuple[str, ...]) -> bool:
     if not allowed or "*" in allowed:
         return True
     try:
@@ -132,10 +132,10 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     ``OXIDE_BATCH_METRICS_ALLOWED_IPS`` (addresses or networks; default localhost
     only; ``*`` any) is checked first (403), then ``OXIDE_BATCH_METRICS_TOKEN``
     when set (``Authorization: Bearer <token>``, else 401)."""
-    allowed = list(getattr(settings, "OXIDE_BATCH_METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"]))
+    allowed = batch_settings.METRICS_ALLOWED_IPS
     if not _remote_allowed(request, allowed):
         return problem_response(403, "permission_denied", "metrics are not served to this address")
-    token = getattr(settings, "OXIDE_BATCH_METRICS_TOKEN", "") or ""
+    token = batch_settings.METRICS_TOKEN
     if token and not _token_matches(request, token):
         return problem_response(
             401,

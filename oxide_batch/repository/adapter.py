@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.db import DatabaseError
 
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.audit import AuditOperations
@@ -53,7 +53,7 @@ class DjangoJobRepository:
         self.clock: Clock = clock or SystemClock()
         self.using = using
         self.state_limits = state_limits or StateLimits(
-            settings.OXIDE_BATCH_STATE_MAX_BYTES, settings.OXIDE_BATCH_STATE_MAX_DEPTH
+            batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH
         )
 
     def begin(self) -> DjangoUnitOfWork:

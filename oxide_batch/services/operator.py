@@ -16,8 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
-
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     InvalidCharacters,
@@ -111,7 +110,7 @@ class OperatorService:
         self, repository: DjangoJobRepository, *, stale_after: timedelta | None = None
     ) -> None:
         self.repository = repository
-        self.stale_after: timedelta = stale_after or settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+        self.stale_after: timedelta = stale_after or batch_settings.RECOVERY_STALE_AFTER
 
     # -- reads ------------------------------------------------------------------------
 

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-
-from oxide_batch.domain.durations import parse_duration
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     OperationIdConflict,
@@ -130,8 +128,7 @@ class RetentionService:
     def min_age(self) -> timedelta:
         if self._min_age is not None:
             return self._min_age
-        value = getattr(settings, "OXIDE_BATCH_PURGE_MIN_AGE", timedelta(hours=1))
-        return parse_duration(value) if isinstance(value, str) else value
+        return batch_settings.PURGE_MIN_AGE
 
     def now(self) -> datetime:
         """The repository clock's instant."""

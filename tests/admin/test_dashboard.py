@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -18,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from oxide_batch import models, selectors
+from oxide_batch.conf import batch_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +131,7 @@ def test_the_recover_button_is_the_first_cell_of_its_row(admin_client, demo):
     table = html[html.index('id="ob-unresolved"') :].split("</table>", 1)[0]
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.DOTALL)
     unresolved = selectors.unresolved_executions(
-        now=timezone.now(), inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+        now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
     )
     assert unresolved
     assert len(rows) == len(unresolved)

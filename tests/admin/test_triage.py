@@ -8,13 +8,13 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.conf import settings
 from django.db.models import Sum
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
 from oxide_batch import models, selectors
+from oxide_batch.conf import batch_settings
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus
 
@@ -56,7 +56,7 @@ def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_cli
     html = _get(admin_client, reverse(CHANGELIST) + "?triage=unresolved")
     expected = set(
         selectors.unresolved_executions_queryset(
-            now=timezone.now(), inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+            now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
         ).values_list("pk", flat=True)
     )
     statuses = set(

@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
 
 from oxide_batch import selectors
+from oxide_batch.conf import batch_settings
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +43,7 @@ def test_the_dashboard_fits_a_390_pixel_phone(browser, live_server, tmp_path):
     call_command("demo_workload", stdout=io.StringIO())
     _log_in(browser, live_server.url)
     unresolved = selectors.unresolved_executions(
-        now=timezone.now(), inactive_for=settings.OXIDE_BATCH_RECOVERY_STALE_AFTER
+        now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
     )
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
     browser.get(f"{live_server.url}/admin/oxide_batch/jobexecution/dashboard/")

@@ -86,7 +86,7 @@ def test_probes_need_no_authentication_and_only_answer_reads(client, schema_row)
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-@override_settings(OXIDE_BATCH_METRICS_DB_TIMEOUT=0.3)
+@override_settings(OXIDE_BATCH_METRICS_DB_TIMEOUT="300ms")
 def test_readyz_gives_up_after_the_short_statement_timeout(client, schema_row):
     """A migration holding the schema table: the probe is 503 within the timeout,
     not after the connection's 30 s statement timeout."""

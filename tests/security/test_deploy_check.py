@@ -167,7 +167,8 @@ def test_the_local_demo_needs_nothing_set(monkeypatch: pytest.MonkeyPatch) -> No
     assert (loaded.SESSION_COOKIE_SECURE, loaded.CSRF_COOKIE_SECURE) == (False, False)
     assert loaded.SECRET_KEY == loaded.PLACEHOLDER_SECRET_KEY
     assert loaded.SECURE_PROXY_SSL_HEADER is None
-    assert loaded.OXIDE_BATCH_OPERATOR_THROTTLE_RATE == "60/min"
+    # The app's default applies (oxide_batch/conf.py, tests/test_conf.py).
+    assert not hasattr(loaded, "OXIDE_BATCH_OPERATOR_THROTTLE_RATE")
 
 
 def test_the_https_switch_and_its_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,9 +224,6 @@ def test_the_proxy_ssl_header(
     [
         ("SECURE_PROXY_SSL_HEADER", "X Forwarded: https"),
         ("SECURE_HSTS_SECONDS", "a year"),
-        ("OXIDE_BATCH_OPERATOR_THROTTLE_RATE", "60"),
-        ("OXIDE_BATCH_OPERATOR_THROTTLE_RATE", "0/min"),
-        ("OXIDE_BATCH_OPERATOR_THROTTLE_RATE", "60/fortnight"),
     ],
 )
 def test_a_bad_value_stops_the_start(
@@ -235,16 +233,14 @@ def test_a_bad_value_stops_the_start(
         load_settings(monkeypatch, **{name: value})
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("10/s", "10/s"), ("5/hour", "5/hour"), ("100/day", "100/day"), ("off", None), ("", None)],
-)
-def test_the_throttle_rate(
-    monkeypatch: pytest.MonkeyPatch, text: str, expected: str | None
+@pytest.mark.parametrize("text", ["10/s", "off", "", "60/fortnight"])
+def test_the_throttle_rate_reaches_the_app_as_written(
+    monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
+    """The app parses it, and refuses a bad one (tests/test_conf.py)."""
     loaded = load_settings(monkeypatch, OXIDE_BATCH_OPERATOR_THROTTLE_RATE=text)
     rate = loaded.OXIDE_BATCH_OPERATOR_THROTTLE_RATE
-    assert rate == expected
+    assert rate == text
 
 
 @pytest.mark.django_db

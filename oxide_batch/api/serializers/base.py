@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
 from oxide_batch.api.errors import at
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.names import (
     NameKind,
@@ -34,7 +34,7 @@ OPERATION_ID = OperatorStringKind.OPERATION_ID
 
 
 def state_limits() -> StateLimits:
-    return StateLimits(settings.OXIDE_BATCH_STATE_MAX_BYTES, settings.OXIDE_BATCH_STATE_MAX_DEPTH)
+    return StateLimits(batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH)
 
 
 def identifier(path: str, kind: IdentifierKind, value: int) -> int:

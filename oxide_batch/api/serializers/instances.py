@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -14,6 +13,7 @@ from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, Nam
 from oxide_batch.api.selectors import InstanceRecord
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
 from oxide_batch.api.shapes import PARAMETER_MAP
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
@@ -91,7 +91,7 @@ class InstanceOutput(Output):
 
     @extend_schema_field(ParameterOutput(many=True))
     def get_parameters(self, record: InstanceRecord) -> list[dict[str, Any]]:
-        visible = settings.OXIDE_BATCH_VISIBLE_PARAMETERS
+        visible = batch_settings.VISIBLE_PARAMETERS
         shown = []
         for parameter in record.instance.key.parameters:
             item: dict[str, Any] = {"name": parameter.name, "type": parameter.type.value}
