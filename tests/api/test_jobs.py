@@ -3,6 +3,7 @@ every error code each endpoint can answer, by name."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ FLOW = {
 def test_descriptor(viewer: Runtime) -> None:
     body = viewer.get("descriptor")
     assert body == {
+        "version": importlib.metadata.version("oxide-batch"),
         "descriptor_version": 1,
         "schema_version": body["schema_version"],
         "capabilities": sorted(body["capabilities"]),

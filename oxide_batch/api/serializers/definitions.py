@@ -74,6 +74,8 @@ class UpgradeInput(Input):
 
 
 class DescriptorOutput(Output):
+    # The package's version (its distribution metadata), e.g. "0.2.0".
+    version = serializers.CharField()
     descriptor_version = serializers.IntegerField()
     schema_version = serializers.IntegerField()
     capabilities = serializers.ListField(child=serializers.CharField())

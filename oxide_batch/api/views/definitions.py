@@ -6,6 +6,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+import oxide_batch
 from oxide_batch.api import serializers as s
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
@@ -27,6 +28,7 @@ class DescriptorView(BatchView):
         return Response(
             s.DescriptorOutput(
                 {
+                    "version": oxide_batch.__version__,
                     "descriptor_version": descriptor.descriptor_version,
                     "schema_version": descriptor.schema_version,
                     "capabilities": sorted(c.value for c in descriptor.capabilities),
