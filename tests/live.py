@@ -21,11 +21,14 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 
 from oxide_batch.api.roles import ensure_roles
 from tests.helpers import api_token
+
+User = get_user_model()
 
 ROOT = Path(__file__).resolve().parents[1]
 GUNICORN = Path(sys.executable).with_name("gunicorn")

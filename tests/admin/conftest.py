@@ -4,12 +4,15 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client
 
 from oxide_batch.api.roles import OPERATOR, VIEWER, ensure_roles
 from oxide_batch.demo.workload import Workload
+
+User = get_user_model()
 
 
 @pytest.fixture

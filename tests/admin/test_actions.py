@@ -191,7 +191,10 @@ def test_each_console_action_needs_its_own_permission(viewer_client, demo):
     """SPEC §10: an operator granted only ``stop_execution`` is offered the stop
     action and may confirm it; recover, abandon and holds are neither offered
     nor reachable (403)."""
-    from django.contrib.auth.models import Permission, User
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    User = get_user_model()
 
     from oxide_batch.api.roles import APP_LABEL, STOP_EXECUTION, VIEW_BATCH
 

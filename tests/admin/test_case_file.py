@@ -136,7 +136,10 @@ def test_the_case_file_reads_a_constant_number_of_queries(admin_client, demo, mo
 
 
 def test_a_stop_only_operator_is_offered_the_stop_not_a_recover_note(client, demo):
-    from django.contrib.auth.models import Group, Permission, User
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+
+    User = get_user_model()
 
     from oxide_batch.api.roles import VIEWER, ensure_roles
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -17,6 +18,8 @@ from oxide_batch.api.roles import RUNTIME
 from oxide_batch.repository import FixedClock
 from oxide_batch.repository.tokens import IssuedToken, issue_api_token
 from tests.api.support import url
+
+User = get_user_model()
 
 pytestmark = pytest.mark.django_db
 CHANGELIST = reverse("admin:oxide_batch_apitoken_changelist")

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser, Group
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from oxide_batch.api import deps
@@ -18,7 +20,8 @@ from oxide_batch.repository import FixedClock
 from tests.conftest import EPOCH
 from tests.helpers import api_token
 
-API = "/api/v1"
+User = get_user_model()
+
 ROLES = ("anonymous", "nobody", "viewer", "runtime", "operator", "superuser")
 GROUP_OF = {"viewer": VIEWER, "runtime": RUNTIME, "operator": OPERATOR}
 INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -77,7 +80,7 @@ COUNT_KEYS = {"read", "processed", "written", "filtered", "committed", "rolled_b
 FAILURE = {"category": "USER_COMPONENT", "failure_id": 7}
 
 
-def make_user(role: str) -> User | None:
+def make_user(role: str) -> AbstractUser | None:
     """A user named ``<role>-user`` in the role's group (None: anonymous)."""
     if role == "anonymous":
         return None
@@ -89,7 +92,7 @@ def make_user(role: str) -> User | None:
     return user
 
 
-def token_client(user: User | None) -> APIClient:
+def token_client(user: AbstractUser | None) -> APIClient:
     client = APIClient()
     if user is not None:
         client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
@@ -117,7 +120,9 @@ def fixed_api_clock(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
 
 
 def url(path: str) -> str:
-    return f"{API}/{path.lstrip('/')}"
+    """``path`` under the API's root, wherever the project mounts it (the
+    service: ``/api/v1/``; the host project of tests/host: ``/batch/api/v1/``)."""
+    return reverse("oxide_batch:api:descriptor").removesuffix("descriptor") + path.lstrip("/")
 
 
 def problem(response: Any, status: int, code: str | None = None) -> dict[str, Any]:

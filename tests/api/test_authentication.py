@@ -10,7 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -38,6 +39,8 @@ from oxide_batch.selectors import token_credentials
 from tests.api.support import Runtime, fixed_api_clock, problem, token_client, url
 from tests.helpers import api_token
 
+User = get_user_model()
+
 pytestmark = pytest.mark.django_db
 
 # The tables authentication reads; a request's statements naming any are its own.
@@ -55,7 +58,7 @@ def _refusal(token: str) -> str:
     return str(raised.value.detail)
 
 
-def _in_groups(name: str, *groups: str) -> User:
+def _in_groups(name: str, *groups: str) -> Any:
     user = User.objects.create_user(name)
     user.groups.add(*Group.objects.filter(name__in=groups))
     return user
@@ -289,13 +292,13 @@ def test_an_operator_action_records_the_actor_from_the_authenticated_row(
 # ------------------------------------------------------------------ permissions
 
 
-def _held(user: User) -> frozenset[str]:
+def _held(user: Any) -> frozenset[str]:
     found, _ = _ours(api_token(user))
     held: frozenset[str] = getattr(found, ATTRIBUTE)
     return held
 
 
-def _django_says(user: User) -> set[str]:
+def _django_says(user: Any) -> set[str]:
     fresh = User.objects.get(pk=user.pk)  # no permission cache
     return {codename for codename in PERMISSIONS if fresh.has_perm(f"{APP_LABEL}.{codename}")}
 

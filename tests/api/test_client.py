@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client import ApiError, InvalidRequest, OperatorClient, RuntimeClient
@@ -26,6 +27,8 @@ from oxide_batch.domain.flow import FlowTarget
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from tests.helpers import api_token
+
+User = get_user_model()
 
 S = BatchStatus
 

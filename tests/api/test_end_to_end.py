@@ -8,7 +8,8 @@ who did what."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import OperatorClient, RuntimeClient
@@ -21,6 +22,8 @@ from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from tests.helpers import api_token
+
+User = get_user_model()
 
 S = BatchStatus
 OPERATOR_NAME = "olga.ops"

@@ -21,12 +21,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
 from oxide_batch.api.roles import RUNTIME
 from tests.helpers import api_token
+
+User = get_user_model()
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 # With ``--meta none`` the output directory is the package; this is the name the

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from oxide_batch import models
@@ -26,6 +27,8 @@ from tests.api.support import (
     ok,
     problem,
 )
+
+User = get_user_model()
 
 PROPOSAL_KEYS = {
     "job_execution_id",

@@ -133,7 +133,9 @@ def test_a_bad_token_is_401(client_for: Callable[[str], APIClient]) -> None:
 
 
 def test_session_authentication_reads(client_for: Callable[[str], APIClient]) -> None:
-    from django.contrib.auth.models import User
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
 
     client_for("viewer")  # creates the user
     client = APIClient()
@@ -154,7 +156,10 @@ def test_an_unsupported_method_is_405_for_a_user_and_401_for_anonymous(
 
 
 def test_a_permission_granted_to_the_user_directly_counts() -> None:
-    from django.contrib.auth.models import Permission, User
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    User = get_user_model()
 
     from tests.api.conftest import token_client
 
@@ -169,7 +174,9 @@ def test_a_permission_granted_to_the_user_directly_counts() -> None:
 
 
 def test_an_inactive_user_is_refused() -> None:
-    from django.contrib.auth.models import User
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
 
     from tests.api.conftest import token_client
 
@@ -187,7 +194,10 @@ def test_each_operator_action_needs_its_own_permission(db: None, held: str) -> N
     """SPEC §10: recover, abandon, stop, hold/release and purge are separate
     permissions. A user granted one of them passes authorization for exactly
     the endpoints of that action and is 403 on every other operator endpoint."""
-    from django.contrib.auth.models import Permission, User
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    User = get_user_model()
 
     from oxide_batch.api.roles import APP_LABEL
     from tests.api.support import token_client

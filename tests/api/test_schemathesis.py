@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, settings
 
@@ -45,6 +45,8 @@ from oxide_batch.domain.errors import DomainError
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 from tests.helpers import api_token, refuse_parallel_workers
+
+User = get_user_model()
 
 pytestmark = [
     pytest.mark.postgres,

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+
+User = get_user_model()
 
 CHROMIUM = os.environ.get("OXIDE_BATCH_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("OXIDE_BATCH_CHROMEDRIVER", "/usr/bin/chromedriver")

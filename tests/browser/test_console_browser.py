@@ -13,10 +13,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from oxide_batch import models
+
+User = get_user_model()
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -12,12 +12,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
 from oxide_batch import selectors
 from oxide_batch.conf import batch_settings
+
+User = get_user_model()
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from oxide_batch import models
+
+User = get_user_model()
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
@@ -24,6 +24,8 @@ from oxide_batch.domain.tokens import PREFIX_LENGTH, token_digest
 from oxide_batch.management.commands import _cli
 from tests.api.support import url
 from tests.conftest import on_postgres
+
+User = get_user_model()
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.db import connections
 from rest_framework.test import APIClient
 
@@ -20,6 +20,8 @@ from oxide_batch.observability.events import EVENT_LOGGER, JsonFormatter
 from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 from tests.helpers import api_token
+
+User = get_user_model()
 
 
 class Capture(logging.Handler):

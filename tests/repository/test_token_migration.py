@@ -15,7 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser, Group
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -24,6 +25,8 @@ from oxide_batch.api.authentication import ATTRIBUTE, authenticate_token
 from oxide_batch.api.roles import RUN_BATCH, RUNTIME, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.domain import tokens as token_rules
 from tests.conftest import on_postgres
+
+User = get_user_model()
 
 pytestmark = pytest.mark.django_db
 migration = importlib.import_module("oxide_batch.migrations.0016_hash_drf_tokens")
@@ -46,7 +49,7 @@ def create_legacy_table() -> None:
         )
 
 
-def insert_legacy(key: str, user: User) -> None:
+def insert_legacy(key: str, user: AbstractUser) -> None:
     # SQLite holds what Django wrote there: naive UTC.
     created = CREATED if on_postgres() else CREATED.replace(tzinfo=None)
     with connection.cursor() as cursor:

@@ -7,7 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection
 from rest_framework import exceptions
 
@@ -20,6 +21,8 @@ from oxide_batch.repository import FixedClock
 from oxide_batch.repository import tokens as repository
 from oxide_batch.selectors import api_tokens
 from tests.api.support import fixed_api_clock
+
+User = get_user_model()
 
 pytestmark = pytest.mark.django_db
 

@@ -8,13 +8,15 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.repository import FixedClock
 from tests.api.support import Runtime
+
+User = get_user_model()
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,8 @@ from urllib import error as urlerror
 from urllib import request as urlrequest
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.cache import caches
 from django.db import connection
 from drf_spectacular.generators import SchemaGenerator
@@ -25,6 +26,8 @@ from tests.api.conftest import token_client
 from tests.api.support import Runtime, ok, problem
 from tests.live import gunicorn, token_for
 from tests.security.routes import operator_routes
+
+User = get_user_model()
 
 RATE = "3/min"
 LIMIT = 3

@@ -8,12 +8,14 @@ from functools import cached_property
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from oxide_batch.repository import FixedClock
 from tests.api.support import Runtime, fixed_api_clock
 from tests.helpers import api_token
+
+User = get_user_model()
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 CONTEXT = {"schema": "range", "schema_version": 1, "payload": {"from": "a", "to": 99}}
