@@ -24,6 +24,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.urls import reverse
 
 from oxide_batch.api.roles import ensure_roles
 from tests.helpers import api_token
@@ -135,3 +136,11 @@ def token_for(username: str, group: str) -> str:
     user = User.objects.create_user(username)
     user.groups.add(Group.objects.get(name=group))
     return api_token(user)
+
+
+def api_base_url(live_server: Any) -> str:
+    """The base URL a runtime is given (README): the live server, plus the
+    prefix the project mounts oxide_batch.urls under (none in the service,
+    ``/batch`` in the host project of tests/host)."""
+    root = reverse("oxide_batch:api:descriptor").removesuffix("/api/v1/descriptor")
+    return str(live_server.url) + root

@@ -95,3 +95,12 @@ class SwaggerDocsView(_SameOriginOnly, SpectacularSwaggerView):
 
 class RedocDocsView(_SameOriginOnly, SpectacularRedocView):
     template_name = "oxide_batch/api/redoc.html"
+
+
+def schema_document() -> dict[str, Any]:
+    """The OpenAPI document the schema view serves (public, this API's
+    endpoints alone), generated outside a request — for tools and tests."""
+    with patched_settings(SCHEMA_SETTINGS):
+        generator = SchemaGenerator()  # type: ignore[no-untyped-call]
+        document: dict[str, Any] = generator.get_schema(request=None, public=True)  # type: ignore[no-untyped-call]
+    return document

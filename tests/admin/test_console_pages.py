@@ -96,6 +96,7 @@ def test_dashboard_for_a_viewer_has_no_recover_links(viewer_client, demo):
     assert b"ob-recover" not in page.content
 
 
+@pytest.mark.standalone
 def test_admin_index_links_the_dashboard(admin_client):
     page = admin_client.get(reverse("admin:index"))
     assert reverse("admin:oxide_batch_dashboard").encode() in page.content

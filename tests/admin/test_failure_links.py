@@ -76,6 +76,7 @@ def test_the_dashboard_says_what_each_failure_category_means(admin_client, demo)
     assert FAILURE_HELP[FailureCategory(execution.failure_category)].meaning in html
 
 
+@pytest.mark.standalone
 def test_a_bad_template_stops_the_app_with_a_clear_message():
     environment = {**os.environ, "OXIDE_BATCH_FAILURE_URL_TEMPLATE": "https://x.example/{oops}"}
     environment.pop("DATABASE_URL", None)

@@ -13,7 +13,7 @@ from django.templatetags.static import static
 from django.test import Client
 from django.urls import reverse
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.standalone]
 
 FAVICON = static("oxide_batch/favicon.svg")
 

@@ -60,5 +60,6 @@ def test_parameter_values_and_evidence_digests_are_not_shown(admin_client, demo)
     assert decision.evidence_digest.encode() not in page.content
 
 
+@pytest.mark.standalone
 def test_the_admin_needs_a_login(client):
     assert client.get("/admin/").status_code == 302

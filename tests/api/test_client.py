@@ -27,6 +27,7 @@ from oxide_batch.domain.flow import FlowTarget
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from tests.helpers import api_token
+from tests.live import api_base_url
 
 User = get_user_model()
 
@@ -41,7 +42,7 @@ def token_for(group: str) -> str:
 
 @pytest.fixture
 def client(transactional_db: None, live_server) -> RuntimeClient:
-    return RuntimeClient(live_server.url, token_for(RUNTIME), timeout=10)
+    return RuntimeClient(api_base_url(live_server), token_for(RUNTIME), timeout=10)
 
 
 def checkpoint(offset: int) -> StateEnvelope:
@@ -175,9 +176,9 @@ def test_ownership_and_control(client: RuntimeClient) -> None:
 
 def test_auth_and_transport_failures(client: RuntimeClient, live_server) -> None:
     with pytest.raises(ApiError) as denied:
-        RuntimeClient(live_server.url, "nope").descriptor()
+        RuntimeClient(api_base_url(live_server), "nope").descriptor()
     assert (denied.value.status, denied.value.code) == (401, "authentication_failed")
-    viewer = RuntimeClient(live_server.url, token_for(VIEWER))
+    viewer = RuntimeClient(api_base_url(live_server), token_for(VIEWER))
     with pytest.raises(ApiError) as forbidden:
         viewer.launch("job")
     assert (forbidden.value.status, forbidden.value.code) == (403, "permission_denied")
@@ -192,7 +193,7 @@ def test_auth_and_transport_failures(client: RuntimeClient, live_server) -> None
 
 
 def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_server) -> None:
-    operator = OperatorClient(live_server.url, token_for(OPERATOR), timeout=10)
+    operator = OperatorClient(api_base_url(live_server), token_for(OPERATOR), timeout=10)
     _, execution = client.launch("stoppable")
     execution = client.start(execution)
     stopped = operator.stop(execution, execution.version, operation_id="stop-1")
@@ -218,7 +219,7 @@ def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_serv
     assert abandoned.execution.status is S.ABANDONED
     assert operator.execution(execution.id).status is S.ABANDONED
     # A runtime's token is no operator's.
-    as_runtime = OperatorClient(live_server.url, client.token, timeout=10)
+    as_runtime = OperatorClient(api_base_url(live_server), client.token, timeout=10)
     with pytest.raises(ApiError) as forbidden:
         as_runtime.stop(execution, 0, operation_id="stop-3")
     assert (forbidden.value.status, forbidden.value.code) == (403, "permission_denied")

@@ -13,13 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from django.core.cache import caches
 
+from oxide_batch.api import throttling
 from oxide_batch.api.roles import OPERATOR, RUNTIME
-from oxide_batch.api.throttling import THROTTLE_CACHE
 from oxide_batch.client import ApiError, OperatorClient, RuntimeClient, Throttled
 from oxide_batch.client.errors import error_from_problem, retry_after_seconds
-from tests.live import token_for
+from tests.live import api_base_url, token_for
 
 RATE, LIMIT = "2/min", 2
 NOW = datetime(2026, 7, 29, 12, 0, tzinfo=UTC)
@@ -27,9 +26,9 @@ NOW = datetime(2026, 7, 29, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def throttle_cache() -> Iterator[None]:
-    caches[THROTTLE_CACHE].clear()  # a transactional test's flush leaves this table alone
+    throttling.throttle_cache().clear()  # a transactional test's flush leaves this table alone
     yield
-    caches[THROTTLE_CACHE].clear()
+    throttling.throttle_cache().clear()
 
 
 @pytest.fixture
@@ -41,8 +40,8 @@ def limited(settings: Any, throttle_cache: None) -> None:
 def test_an_operator_past_the_rate_gets_throttled_with_the_retry_after(
     transactional_db: None, live_server: Any
 ) -> None:
-    runtime = RuntimeClient(live_server.url, token_for("runner", RUNTIME), timeout=10)
-    operator = OperatorClient(live_server.url, token_for("olga", OPERATOR), timeout=10)
+    runtime = RuntimeClient(api_base_url(live_server), token_for("runner", RUNTIME), timeout=10)
+    operator = OperatorClient(api_base_url(live_server), token_for("olga", OPERATOR), timeout=10)
     instance, _ = runtime.launch("throttled_job")
     hold = {"reason_code": "LEGAL", "operation_id": "hold-1"}
     assert operator.hold(instance.id, **hold).changed

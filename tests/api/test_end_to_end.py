@@ -22,6 +22,7 @@ from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from tests.helpers import api_token
+from tests.live import api_base_url
 
 User = get_user_model()
 
@@ -38,8 +39,10 @@ def token_for(username: str, group: str) -> str:
 
 @pytest.fixture
 def clients(transactional_db: None, live_server) -> tuple[RuntimeClient, OperatorClient]:
-    runtime = RuntimeClient(live_server.url, token_for(RUNTIME_NAME, RUNTIME), timeout=10)
-    operator = OperatorClient(live_server.url, token_for(OPERATOR_NAME, OPERATOR), timeout=10)
+    runtime = RuntimeClient(api_base_url(live_server), token_for(RUNTIME_NAME, RUNTIME), timeout=10)
+    operator = OperatorClient(
+        api_base_url(live_server), token_for(OPERATOR_NAME, OPERATOR), timeout=10
+    )
     return runtime, operator
 
 

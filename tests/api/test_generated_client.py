@@ -28,6 +28,9 @@ from django.urls import reverse
 
 from oxide_batch.api.roles import RUNTIME
 from tests.helpers import api_token
+from tests.live import api_base_url
+
+pytestmark = pytest.mark.standalone
 
 User = get_user_model()
 
@@ -155,7 +158,7 @@ def test_the_generated_client_drives_a_lifecycle(
     }
     S = m.BatchStatusEnum
     client = generated.AuthenticatedClient(
-        base_url=live_server.url, token=runtime_token(), prefix="Token", timeout=10.0
+        base_url=api_base_url(live_server), token=runtime_token(), prefix="Token", timeout=10.0
     )
 
     with client as c:

@@ -47,6 +47,8 @@ from tests.api.hostile.schema import (
 from tests.api.hostile.verdicts import Attack, Verdicts, attack_then_succeed
 from tests.api.hostile.world import Target, World
 
+pytestmark = pytest.mark.standalone
+
 
 def test_every_mutating_operation_has_a_recipe() -> None:
     """A new operation is attacked with a schema-built body anyway; a recipe

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
@@ -26,6 +27,7 @@ from tests.api.support import (
     field_error,
     ok,
     problem,
+    url,
 )
 
 User = get_user_model()
@@ -145,6 +147,12 @@ def check_response(body: dict[str, Any], *, outcome: str = "APPLIED") -> None:
     assert INSTANT.fullmatch(body["record"]["requested_at"])
 
 
+# The host project of tests/host leaves the request-id middleware out.
+REQUEST_IDS = (
+    "oxide_batch.observability.middleware.RequestObservabilityMiddleware" in settings.MIDDLEWARE
+)
+
+
 def rejected_and_replayed(
     operator: Runtime, path: str, body: dict[str, Any], code: str
 ) -> dict[str, Any]:
@@ -157,7 +165,8 @@ def rejected_and_replayed(
     assert rows[0]["actor"] == OPERATOR_NAME
     again = problem(operator.post(path, body), 409, code)
     assert again == {**first, "replayed": True, "request_id": again["request_id"]}
-    assert again["request_id"] != first["request_id"]  # each response has its own
+    if REQUEST_IDS:  # each response has its own (the optional middleware, README)
+        assert again["request_id"] != first["request_id"]
     assert len(audit_rows(operator, operation_id=body["operation_id"])) == 1
     return first
 
@@ -573,14 +582,14 @@ def test_the_audited_actor_is_the_tokens_user_never_the_body(rt: Runtime) -> Non
     client = token_client(user)
     execution = rt.started()
     response = client.post(
-        f"/api/v1/executions/{execution['id']}/stop",
+        url(f"executions/{execution['id']}/stop"),
         {"expected_version": 1, "operation_id": "stop-dave", "actor": "mallory"},
         format="json",
     )
     field_error(response, "actor", "unknown_member")  # no client-supplied actor
     body = ok(
         client.post(
-            f"/api/v1/executions/{execution['id']}/stop",
+            url(f"executions/{execution['id']}/stop"),
             {"expected_version": 1, "operation_id": "stop-dave"},
             format="json",
         )

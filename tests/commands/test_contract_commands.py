@@ -180,6 +180,7 @@ def test_a_recovery_too_early_names_the_setting(system_repo, clock):
     assert message.endswith("(OXIDE_BATCH_RECOVERY_STALE_AFTER)")
 
 
+@pytest.mark.standalone
 def test_read_only_commands_write_no_event_lines(orphan, events):
     run("batch_show", str(orphan.id))
     run("batch_executions", "--unresolved-for", "15m")

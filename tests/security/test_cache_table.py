@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.standalone
+
 migration = importlib.import_module("oxide_batch.migrations.0010_throttle_cache_table")
 BEFORE = ("oxide_batch", "0009_api_groups")
 

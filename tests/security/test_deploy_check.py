@@ -20,6 +20,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
+pytestmark = pytest.mark.standalone
+
 ROOT = Path(__file__).resolve().parents[2]
 # Every variable these tests set or rely on being unset.
 CONTROLLED = (

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from drf_spectacular.generators import SchemaGenerator
+from oxide_batch.api.docs import schema_document
 
 PREFIX = "/api/v1/"
 INPUT_DIGEST = "ab" * 32
@@ -15,7 +15,7 @@ INPUT_DIGEST = "ab" * 32
 
 @cache
 def schema() -> dict[str, Any]:
-    document: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
+    document: dict[str, Any] = schema_document()
     return document
 
 
