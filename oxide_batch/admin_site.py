@@ -1,9 +1,11 @@
 """The console's admin site — titled for oxide_batch, batch metadata first —
 and the app config that makes it Django's default site.
 
-INSTALLED_APPS names :class:`ConsoleAdminConfig` instead of
-``django.contrib.admin``, so ``admin.site`` *is* a :class:`ConsoleAdminSite` and
-``@admin.register`` keeps working unchanged. Both live outside
+The standalone service's INSTALLED_APPS names :class:`ConsoleAdminConfig`
+instead of ``django.contrib.admin`` (a host project keeps its own admin site,
+on which the app's admin classes register the same way), so ``admin.site``
+*is* a :class:`ConsoleAdminSite` and ``@admin.register`` keeps working
+unchanged. Both live outside
 ``oxide_batch.admin``: that package imports its pages (and models) when loaded,
 and the default site is built while the admin modules register, so a site class
 inside it would be built twice and lose the first registrations."""

@@ -6,6 +6,7 @@ context manager. Used by the HTTP races, the fault-injection tests and the soak.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -69,6 +70,33 @@ def answers(url: str) -> bool:
         return True  # something answered
     except OSError:
         return False
+
+
+def wait_until_answering(
+    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float, what: str
+) -> None:
+    """Until ``url`` answers (:func:`answers`); the log's tail if ``process``
+    exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not answers(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{what} did not start:\n{log.read_text()[-6000:]}")
+        time.sleep(0.1)
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the process's group (started with ``start_new_session``),
+    then SIGKILL after ``grace`` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @contextmanager

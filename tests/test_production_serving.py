@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from tests.live import answers, free_port
+from tests.live import free_port, stop_process_group, wait_until_answering
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT / "scripts" / "serve"
@@ -138,27 +137,10 @@ def server(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         )
     running = Server(f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not answers(running.url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"scripts/serve did not start:\n{log.read_text()[-6000:]}")
-            time.sleep(0.2)
+        wait_until_answering(running.url, process, log, START_TIMEOUT, "scripts/serve")
         yield running
     finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        stop_process_group(process, grace=30)
 
 
 def assert_served_for_a_year(server: Server, url: str, content_type: str) -> None:

@@ -18,25 +18,23 @@ their instants themselves."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.core.signals import got_request_exception
+from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import APISettings
-from rest_framework.views import APIView
+from rest_framework.views import APIView, set_rollback
 
 from oxide_batch.api.authentication import BatchTokenAuthentication
 from oxide_batch.api.errors import exception_handler, problem
 from oxide_batch.api.parsers import StrictJSONParser
 from oxide_batch.api.schema import BatchSchema
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
-
-logger = logging.getLogger("django.request")
 
 # DRF's defaults, whatever the host's REST_FRAMEWORK says: what a view reads
 # through ``self.settings`` (the format suffix and override names, the
@@ -89,18 +87,22 @@ class ApiContract(APIView):
         host's 500 page never answers."""
         try:
             return super().handle_exception(exc)
-        except Exception:
+        except Exception as defect:
             # What Django's handler does for an uncaught exception: the test
-            # client re-raises it from this signal, a logging handler gets it.
+            # client re-raises it from this signal; the log has its traceback,
+            # once (log_response marks the response logged).
             got_request_exception.send(sender=type(self), request=self.request)
-            logger.error(
-                "Internal Server Error: %s",
-                self.request.path,
-                exc_info=True,
-                extra={"status_code": 500, "request": self.request},
-            )
-            return Response(
+            set_rollback()
+            response = Response(
                 problem(500, "internal_error", "an unexpected error occurred"),
                 status=500,
                 content_type=PROBLEM_CONTENT_TYPE,
             )
+            log_response(
+                "Internal Server Error: %s",
+                self.request.path,
+                response=response,
+                request=self.request,
+                exception=defect,
+            )
+            return response

@@ -121,12 +121,19 @@ def test_a_path_the_api_does_not_know_is_a_404_problem(viewer: Api, path: str) -
     problem(viewer.post(path, {}), 404, "not_found")  # no CSRF refusal first
 
 
-def test_a_defect_is_a_500_problem_not_the_host_page(viewer: Api, monkeypatch) -> None:
+def test_a_defect_is_a_500_problem_not_the_host_page(viewer: Api, monkeypatch, caplog) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("a defect")
 
     monkeypatch.setattr("oxide_batch.api.views.definitions.DescriptorView.repository", broken)
-    problem(viewer.get("descriptor"), 500, "internal_error")
+    with caplog.at_level("ERROR", logger="django.request"):
+        body = problem(viewer.get("descriptor"), 500, "internal_error")
+    assert "a defect" not in str(body)
+    # Logged once, with its traceback, as Django logs an uncaught exception.
+    (record,) = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == "Internal Server Error: /batch/api/v1/descriptor"
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == "a defect"
 
 
 def test_the_schema_documents_this_api_alone_with_its_own_settings(anonymous: Api) -> None:

@@ -21,12 +21,10 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import tomllib
 import uuid
 import zipfile
@@ -41,7 +39,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from tests.live import START_TIMEOUT, answers, free_port
+from tests.live import START_TIMEOUT, free_port, stop_process_group, wait_until_answering
 from tests.test_production_serving import assets
 
 pytestmark = pytest.mark.postgres
@@ -401,27 +399,10 @@ def server(host: Host, workdir: Path) -> Iterator[str]:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not answers(f"{base}/batch"):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not start:\n{log.read_text()[-6000:]}")
-            time.sleep(0.1)
+        wait_until_answering(f"{base}/batch", process, log, START_TIMEOUT, "gunicorn")
         yield base
     finally:
-        stop(process)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        stop_process_group(process, grace=15)
 
 
 def test_the_probe_answers(server):
