@@ -34,7 +34,7 @@ if [ ! -d "$APP_DIR/.git" ]; then git clone -q "$SRC" "$APP_DIR"; fi
 echo "app $APP_DIR at $(git -C "$APP_DIR" log -1 --format='%h %s' | cut -c1-100)"
 if [ ! -x "$APP_DIR/.venv/bin/gunicorn" ]; then
   python3 -m venv "$APP_DIR/.venv"
-  "$APP_DIR/.venv/bin/pip" install -q --disable-pip-version-check -e "$APP_DIR"
+  "$APP_DIR/.venv/bin/pip" install -q --disable-pip-version-check -e "$APP_DIR[service]"
 fi
 PY=$APP_DIR/.venv/bin/python
 

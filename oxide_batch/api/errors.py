@@ -268,7 +268,7 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
 
 def _is_api(request: HttpRequest) -> bool:
     try:
-        root = reverse("oxide_batch:api-not-found")
+        root = reverse("oxide_batch:api-not-found").removesuffix("v1/")
     except NoReverseMatch:  # the project did not include oxide_batch.urls
         return False
     return request.path.startswith(root)

@@ -204,13 +204,27 @@ class Venv:
 
 @pytest.fixture(scope="module")
 def venv(workdir: Path, dists: Dists) -> Venv:
-    """A fresh virtualenv with the wheel file installed (not editable) and its
-    dependencies, from the index pip is configured with (the cache is warm).
+    """A fresh virtualenv with the wheel file installed (not editable), its
+    dependencies and the host project's, from the index pip is configured with (the cache is warm).
     The interpreter is the tests' own: the one requires-python accepts."""
     made = Venv(workdir / "venv")
     run([sys.executable, "-m", "venv", made.root], cwd=workdir)
     run(
-        [made.python, "-m", "pip", "install", "--no-input", "--quiet", dists.wheel],
+        # The host project's own requirements beside the app: PostgreSQL
+        # (the app's extra), its settings' dj-database-url, its server and
+        # its static files.
+        [
+            made.python,
+            "-m",
+            "pip",
+            "install",
+            "--no-input",
+            "--quiet",
+            f"{dists.wheel}[postgresql]",
+            "dj-database-url",
+            "gunicorn",
+            "whitenoise",
+        ],
         cwd=workdir,
         env=repository_free_environ(),
     )
