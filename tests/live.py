@@ -12,14 +12,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib import error as urlerror
 from urllib import request as urlrequest
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -70,6 +72,21 @@ def answers(url: str) -> bool:
         return True  # something answered
     except OSError:
         return False
+
+
+@contextmanager
+def fresh_database(prefix: str) -> Iterator[str]:
+    """A database of its own on the test cluster (scripts/with-postgres's
+    ``DATABASE_URL``), as a URL; dropped afterwards."""
+    cluster = os.environ["DATABASE_URL"]
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(cluster, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(cluster)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(cluster, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def wait_until_answering(

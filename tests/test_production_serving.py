@@ -23,12 +23,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib import error as urlerror
 from urllib import request as urlrequest
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 
-from tests.live import free_port, stop_process_group, wait_until_answering
+from tests.live import free_port, fresh_database, stop_process_group, wait_until_answering
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT / "scripts" / "serve"
@@ -94,15 +93,8 @@ def assets(page: bytes) -> _Assets:
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
     """A database of its own on the test cluster: the server migrates it from nothing."""
-    cluster = os.environ["DATABASE_URL"]  # scripts/with-postgres's
-    name = f"oxb_serve_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(cluster)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(cluster, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database("oxb_serve") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,6 @@ their instants themselves."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.signals import got_request_exception
 from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
@@ -31,14 +29,15 @@ from rest_framework.settings import APISettings
 from rest_framework.views import APIView, set_rollback
 
 from oxide_batch.api.authentication import BatchTokenAuthentication
-from oxide_batch.api.errors import exception_handler, problem
+from oxide_batch.api.errors import problem
 from oxide_batch.api.parsers import StrictJSONParser
 from oxide_batch.api.schema import BatchSchema
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 
 # DRF's defaults, whatever the host's REST_FRAMEWORK says: what a view reads
-# through ``self.settings`` (the format suffix and override names, the
-# exception handler's name) and the content negotiation's settings.
+# through ``self.settings`` (the exception handler, the format suffix and
+# override names) and the content negotiation's settings. Not empty: DRF reads
+# the project's REST_FRAMEWORK when the user settings are falsy.
 API_SETTINGS = APISettings(
     user_settings={"EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler"}
 )
@@ -77,9 +76,6 @@ class ApiContract(APIView):
     metadata_class = None
     schema = BatchSchema()
     settings = API_SETTINGS
-
-    def get_exception_handler(self) -> Any:
-        return exception_handler
 
     def handle_exception(self, exc: Exception) -> Response:
         """The problem for ``exc``; an exception nobody mapped (a defect) is a

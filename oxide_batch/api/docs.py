@@ -107,7 +107,7 @@ class _SameOriginOnly(ApiContract):
     title = SPECTACULAR["TITLE"]
     template_name: str
 
-    def page(self, request: Request, data: dict[str, Any]) -> Response:
+    def page(self, data: dict[str, Any]) -> Response:
         return Response(
             data={"title": self.title, "schema_url": reverse("oxide_batch:api:schema"), **data},
             template_name=self.template_name,
@@ -128,7 +128,6 @@ class SwaggerDocsView(_SameOriginOnly):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         csrf_header = settings.CSRF_HEADER_NAME.removeprefix("HTTP_").replace("_", "-")
         response = self.page(
-            request,
             {
                 "swagger_ui_css": _sidecar("swagger-ui-dist/swagger-ui.css"),
                 "swagger_ui_bundle": _sidecar("swagger-ui-dist/swagger-ui-bundle.js"),
@@ -156,7 +155,6 @@ class RedocDocsView(_SameOriginOnly):
     @extended(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return self.page(
-            request,
             {
                 "redoc_standalone": _sidecar("redoc/bundles/redoc.standalone.js"),
                 "settings": json.dumps(SPECTACULAR["REDOC_UI_SETTINGS"], indent=2),

@@ -26,7 +26,6 @@ import sys
 import tarfile
 import tempfile
 import tomllib
-import uuid
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,12 +33,17 @@ from http.cookiejar import CookieJar
 from pathlib import Path, PurePosixPath
 from urllib import error as urlerror
 from urllib import request as urlrequest
-from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import urlencode, urljoin
 
-import psycopg
 import pytest
 
-from tests.live import START_TIMEOUT, free_port, stop_process_group, wait_until_answering
+from tests.live import (
+    START_TIMEOUT,
+    free_port,
+    fresh_database,
+    stop_process_group,
+    wait_until_answering,
+)
 from tests.test_production_serving import assets
 
 pytestmark = pytest.mark.postgres
@@ -247,15 +251,8 @@ class Host:
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
     """A database of its own on the test cluster (scripts/with-postgres's)."""
-    cluster = os.environ["DATABASE_URL"]
-    name = f"wheel_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(cluster)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(cluster, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database("wheel") as url:
+        yield url
 
 
 def host_environment(venv: Venv, cwd: Path, database: str, workdir: Path) -> dict[str, str]:
