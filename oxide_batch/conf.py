@@ -31,7 +31,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from oxide_batch.domain.durations import parse_duration
-from oxide_batch.domain.evidence import validate_stale_after
+from oxide_batch.domain.evidence import DEFAULT_LEASE_TTL, validate_lease_ttl, validate_stale_after
 from oxide_batch.domain.failures import validate_failure_url_template
 from oxide_batch.domain.state import (
     CEILING_MAX_BYTES,
@@ -81,6 +81,10 @@ def _duration(value: object) -> timedelta:
 
 def _stale_after(value: object) -> timedelta:
     return validate_stale_after(_duration(value))
+
+
+def _lease_ttl(value: object) -> timedelta:
+    return validate_lease_ttl(_duration(value))
 
 
 def _text(value: object) -> str:
@@ -227,6 +231,12 @@ class BatchSettings:
     # The statement timeout of /readyz and the gauge queries (PostgreSQL).
     METRICS_DB_TIMEOUT = AppSetting(
         "OXIDE_BATCH_METRICS_DB_TIMEOUT", timedelta(seconds=2), _duration, "oxide_batch.E112"
+    )
+
+    # An owner's lease (SPEC §11): it expires this long after the owner's latest
+    # activity, and the execution may then be recovered (the watchdog does), 5 s – 24 h.
+    LEASE_TTL = AppSetting(
+        "OXIDE_BATCH_LEASE_TTL", DEFAULT_LEASE_TTL, _lease_ttl, "oxide_batch.E113"
     )
 
     def __init__(self) -> None:

@@ -268,6 +268,10 @@ class JobExecution(ExecutionFields):
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_requested_by = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     owner_token = models.BinaryField(max_length=16, null=True, blank=True)
+    # The user whose token claimed the execution: once set, only that user's
+    # runtime writes are accepted on it and everything under it (SPEC §11).
+    # An id, not a foreign key: the row outlives the user's account.
+    owner_user_id = models.BigIntegerField(null=True, blank=True)
     last_observed_at = models.DateTimeField(null=True, blank=True)
     # The latest runtime write or owner observation (SPEC §9 activity), for the
     # indexed "unresolved" query; step writes are added when a proposal is made.
@@ -555,6 +559,10 @@ class RecoveryDecision(AuditModel):
     decided_at = models.DateTimeField()
     # The unfinished steps this decision resolved to FAILED (ids, ascending).
     resolved_step_ids = models.JSONField(default=list, blank=True)
+    # Why it was allowed (unknown_status, inactive, lease_expired,
+    # operator_override; NULL before schema 5) and the override's note.
+    eligibility = models.CharField(max_length=24, null=True, blank=True)  # noqa: DJ001
+    override_note = models.TextField(null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "ob_recovery_decision"
@@ -742,6 +750,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Shell-style globs on job names the token is limited to (SPEC §11); NULL:
+    # every job.
+    job_patterns = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_api_token"

@@ -268,12 +268,12 @@ def token_credentials(key_prefix: str) -> TokenCredentials | None:
 def api_tokens(*, username: str | None = None) -> list[dict[str, Any]]:
     """Every token (of the user named ``username``), oldest first, without
     anything secret: ``{key_prefix, name, user, created_at, expires_at,
-    revoked_at}``. One query."""
+    revoked_at, job_patterns}``. One query."""
     user_field = f"user__{get_user_model().USERNAME_FIELD}"
     rows = models.ApiToken.objects.order_by("id")
     if username is not None:
         rows = rows.filter(**{user_field: username})
-    columns = ("key_prefix", "name", "created_at", "expires_at", "revoked_at")
+    columns = ("key_prefix", "name", "created_at", "expires_at", "revoked_at", "job_patterns")
     return [
         {"user": row[user_field], **{column: row[column] for column in columns}}
         for row in rows.values(user_field, *columns)

@@ -71,3 +71,32 @@ def move(
             )
             uow.commit()
     return execution
+
+
+def error_field_value(hint: Any, *, number: int = 1, status: Any = None) -> Any:
+    """A value of an error field's type ``hint`` (for building every error class):
+    ``number`` for ints, ``status`` for ``BatchStatus`` (default STARTED); an
+    optional field is given, a list holds one item."""
+    import enum
+    import types
+    import typing
+
+    from oxide_batch.domain.descriptor import RepositoryCapability
+    from oxide_batch.domain.status import BatchStatus
+
+    arguments = [argument for argument in typing.get_args(hint) if argument is not type(None)]
+    if isinstance(hint, types.UnionType) and len(arguments) == 1:
+        return error_field_value(arguments[0], number=number, status=status)
+    if typing.get_origin(hint) is list:
+        return [error_field_value(arguments[0], number=number, status=status)]
+    if hint is bool:
+        return True
+    if hint is int:
+        return number
+    if hint is str:
+        return "x"
+    if hint is BatchStatus:
+        return status or BatchStatus.STARTED
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return RepositoryCapability.STEP_PARTITIONS
+    raise AssertionError(f"no value for {hint!r}")

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_GAUGE_TTL": timedelta(seconds=15),
     "METRICS_STATUS_COUNT_CAP": 10_000,
     "METRICS_DB_TIMEOUT": timedelta(seconds=2),
+    "LEASE_TTL": timedelta(seconds=60),
 }
 LINK = "https://logs.example.com/search?q=failure_id:{failure_id}&job={job_name}"
 # (attribute, the value a host project writes, the text a variable gives, the value read)
@@ -70,6 +71,8 @@ FORMS: list[tuple[str, Any, str, Any]] = [
     ("METRICS_GAUGE_TTL", timedelta(0), "0s", timedelta(0)),
     ("METRICS_STATUS_COUNT_CAP", 2, "2", 2),
     ("METRICS_DB_TIMEOUT", timedelta(milliseconds=300), "300ms", timedelta(milliseconds=300)),
+    ("LEASE_TTL", timedelta(seconds=5), "5s", timedelta(seconds=5)),
+    ("LEASE_TTL", timedelta(hours=24), "1d", timedelta(hours=24)),
 ]
 # (attribute, an invalid value, what the message says after "NAME: ")
 INVALID: list[tuple[str, Any, str]] = [
@@ -98,6 +101,9 @@ INVALID: list[tuple[str, Any, str]] = [
     ("METRICS_GAUGE_TTL", 15, "expected a timedelta or a duration"),
     ("METRICS_STATUS_COUNT_CAP", "0", "must be at least 1, got 0"),
     ("METRICS_DB_TIMEOUT", 0.3, "expected a timedelta or a duration"),
+    ("LEASE_TTL", "4s", "between 5 seconds and 24 hours"),
+    ("LEASE_TTL", timedelta(hours=25), "between 5 seconds and 24 hours"),
+    ("LEASE_TTL", 60, "expected a timedelta or a duration"),
 ]
 
 
@@ -235,6 +241,7 @@ BAD_ENVIRONMENT = {
     "OXIDE_BATCH_METRICS_GAUGE_TTL": "15",
     "OXIDE_BATCH_METRICS_STATUS_COUNT_CAP": "-1",
     "OXIDE_BATCH_METRICS_DB_TIMEOUT": "2 s",
+    "OXIDE_BATCH_LEASE_TTL": "1s",
 }
 ALWAYS_VALID = {"OXIDE_BATCH_VISIBLE_PARAMETERS", "OXIDE_BATCH_METRICS_TOKEN"}
 

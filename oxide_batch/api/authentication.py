@@ -1,7 +1,9 @@
 """Token authentication against hashed tokens, with the batch permissions, in one query.
 
 ``Authorization: Token <token>`` as DRF's ``TokenAuthentication`` reads it
-(same header parsing, keyword, 401 answers and ``WWW-Authenticate: Token``).
+(same header parsing, 401 answers and ``WWW-Authenticate: Token``), and the same
+token as ``Authorization: Bearer <token>`` (RFC 6750: what most HTTP clients and
+API gateways send; SPEC §11), the keyword compared case-insensitively.
 The token's first 12 characters find its row (one indexed lookup, which also
 reads the user's flags and the batch permissions it holds:
 :func:`oxide_batch.selectors.token_credentials`); the SHA-256 of the whole
@@ -22,8 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
 from oxide_batch.api import deps
 from oxide_batch.domain.tokens import TokenRefusal, key_prefix, refusal
@@ -56,9 +59,66 @@ def authenticate_token(token: str) -> tuple[Any, Any]:
     return user, found.token
 
 
+#: The Authorization keywords that carry a token: DRF's own and RFC 6750's.
+KEYWORDS = (b"token", b"bearer")
+
+
 class BatchTokenAuthentication(TokenAuthentication):
     """DRF's token authentication (keyword ``Token``, same answers) against the
-    hashed ``ApiToken`` rows, reading the batch permissions in the same query."""
+    hashed ``ApiToken`` rows, reading the batch permissions in the same query;
+    ``Bearer`` is read exactly as ``Token``."""
+
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        # DRF's header parsing and answers, for either keyword.
+        auth = get_authorization_header(request).split()
+        if not auth or auth[0].lower() not in KEYWORDS:
+            return None
+        if len(auth) == 1:
+            raise exceptions.AuthenticationFailed(
+                _("Invalid token header. No credentials provided.")
+            )
+        if len(auth) > 2:
+            raise exceptions.AuthenticationFailed(
+                _("Invalid token header. Token string should not contain spaces.")
+            )
+        try:
+            token = auth[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed(
+                _("Invalid token header. Token string should not contain invalid characters.")
+            ) from None
+        return self.authenticate_credentials(token)
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         return authenticate_token(key)
+
+
+class BatchTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """The OpenAPI document's security schemes for :class:`BatchTokenAuthentication`:
+    the token as ``Token <token>`` or as ``Bearer <token>`` (either one)."""
+
+    target_class = BatchTokenAuthentication
+    name = ["tokenAuth", "bearerAuth"]
+    priority = 1
+
+    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
+        return [{"tokenAuth": []}, {"bearerAuth": []}]
+
+    def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
+        made_by = "made by `manage.py batch_token create` (a runtime's or an operator's)"
+        return [
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": f"`Authorization: Token <token>`: an API token {made_by}.",
+            },
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "description": (
+                    f"`Authorization: Bearer <token>` (RFC 6750): the same API token {made_by}, "
+                    "accepted exactly as `Token <token>`."
+                ),
+            },
+        ]

@@ -53,6 +53,7 @@ from oxide_batch.domain.errors import (
     DuplicatePartitionKey,
     EmptyPartitionPlan,
     IdentifierOutOfRange,
+    JobNotPermitted,
     LifecycleError,
     MigrationRequired,
     NewerSchema,
@@ -81,6 +82,8 @@ STATUS_BY_CLASS: tuple[tuple[type[OxideBatchError], int], ...] = (
     # Domain values that could not be built from the input: 400 invalid_request.
     (DomainError, 400),
     (NotFound, 404),
+    # A token limited to other jobs (SPEC §11): forbidden, naming the job.
+    (JobNotPermitted, 403),
     # The repository cannot answer now: retry later (a commit outcome: re-read first).
     (Unavailable, 503),
     (CommitOutcomeUnknown, 503),
@@ -209,7 +212,11 @@ def _drf_problem(exc: exceptions.APIException) -> tuple[int, dict[str, Any]]:
     code = detail.code if isinstance(detail, ErrorDetail) and detail.code else exc.default_code
     if isinstance(exc, exceptions.ParseError):
         return 400, invalid_request({"body": [{"code": str(code), "message": message}]})
-    return status, problem(status, str(code), message)
+    members: dict[str, Any] = {}
+    permission = getattr(exc, "permission", None)
+    if isinstance(permission, str):  # the permission and the groups that grant it
+        members = {"permission": permission, "groups": list(getattr(exc, "groups", ()))}
+    return status, problem(status, str(code), message, **members)
 
 
 def problem_for(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]] | None:

@@ -154,11 +154,18 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class EnumField(serializers.ChoiceField):
-    """One of an enum's values, as a JSON string (durable codes)."""
+    """One of an enum's values, as a JSON string (durable codes); a value outside
+    them is refused with the list of valid ones (SPEC §11: errors that say what
+    to do)."""
 
     def __init__(self, enum_class: type[enum.Enum], **kwargs: Any) -> None:
         self.enum_class = enum_class
         super().__init__(choices=[(member.value, member.value) for member in enum_class], **kwargs)
+        valid = ", ".join(str(member.value) for member in enum_class)
+        self.error_messages = {
+            **self.error_messages,
+            "invalid_choice": f'"{{input}}" is not a valid choice; valid values: {valid}.',
+        }
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):

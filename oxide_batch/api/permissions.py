@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from oxide_batch.api.authentication import ATTRIBUTE
-from oxide_batch.api.roles import VIEW_BATCH_PAYLOAD, perm
+from oxide_batch.api.roles import VIEW_BATCH_PAYLOAD, groups_granting, perm
 
 
 def has_batch_permission(user: Any, codename: str) -> bool:
@@ -33,6 +34,25 @@ def may_see_payloads(request: Request) -> bool:
     return has_batch_permission(request.user, VIEW_BATCH_PAYLOAD)
 
 
+class MissingPermission(exceptions.PermissionDenied):
+    """403 ``permission_denied`` naming the permission the action needs and the
+    groups that grant it (SPEC §11: errors that say what to do)."""
+
+    def __init__(self, codename: str) -> None:
+        self.permission = perm(codename)
+        self.groups = groups_granting(codename)
+        granted = (
+            f", granted by the group {' or '.join(self.groups)}"
+            if self.groups
+            else " (superusers only)"
+        )
+        super().__init__(
+            f"this needs the permission {self.permission}{granted}; ask an administrator "
+            "to add the user to it",
+            code="permission_denied",
+        )
+
+
 class BatchPermission(BasePermission):
     message = "you may not perform this action"
 
@@ -41,8 +61,10 @@ class BatchPermission(BasePermission):
         method = "GET" if request.method == "HEAD" else str(request.method)
         user = request.user
         if user is None or not user.is_authenticated:
-            return False
+            return False  # NotAuthenticated: 401
         codename = table.get(method)
         if codename is None:
             return True
-        return has_batch_permission(user, codename)
+        if not has_batch_permission(user, codename):
+            raise MissingPermission(codename)
+        return True

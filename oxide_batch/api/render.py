@@ -59,6 +59,12 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
         "owner_recorded": extras.owner_recorded,
         "last_observed_at": format_instant(extras.last_observed_at),
         "last_activity_at": format_instant(extras.last_activity_at),
+        "lease": None
+        if extras.lease is None
+        else {
+            "ttl_seconds": extras.lease.ttl_seconds,
+            "expires_at": format_instant(extras.lease.expires_at),
+        },
         "definition": None
         if definition is None
         else {

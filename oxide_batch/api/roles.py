@@ -65,6 +65,11 @@ ROLES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+def groups_granting(codename: str) -> tuple[str, ...]:
+    """The role groups that carry ``codename``, in the table's order."""
+    return tuple(group for group, codenames in ROLES.items() if codename in codenames)
+
+
 def perm(codename: str) -> str:
     """The ``app_label.codename`` name ``User.has_perm`` expects."""
     return f"{APP_LABEL}.{codename}"

@@ -17,7 +17,7 @@ from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 
 AUTH_ERRORS: Mapping[int, Sequence[str]] = {
     401: ("not_authenticated", "authentication_failed"),
-    403: ("permission_denied",),
+    403: ("permission_denied", "job_not_permitted"),
 }
 BODY_ERRORS: Mapping[int, Sequence[str]] = {
     400: ("invalid_request",),

@@ -15,12 +15,13 @@ from typing import Any
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 
 from oxide_batch import models  # noqa: TID251  (read-only selectors)
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import (
     JobExecutionNotFound,
     JobInstanceNotFound,
     StepExecutionNotFound,
 )
-from oxide_batch.domain.evidence import latest_activity
+from oxide_batch.domain.evidence import latest_activity, lease_expiry
 from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
@@ -60,18 +61,28 @@ class DefinitionRef:
 
 
 @dataclass(frozen=True)
+class LeaseRef:
+    """An owner's lease (SPEC §11): its TTL and when it expires."""
+
+    ttl_seconds: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class ExecutionExtras:
     """What the API shows of an execution beyond the domain value.
 
     ``last_activity_at`` is SPEC §9's activity: the latest runtime write, owner
     observation or step write (a chunk commit moves it; ``updated_at``, the
-    row's last versioned write, does not)."""
+    row's last versioned write, does not). ``lease`` is the owner's lease while
+    the execution is active and an owner is recorded (``None`` otherwise)."""
 
     stop_requested_at: datetime | None
     owner_recorded: bool
     last_observed_at: datetime | None
     last_activity_at: datetime
     definition: DefinitionRef | None
+    lease: LeaseRef | None = None
 
     @property
     def stop_requested(self) -> bool:
@@ -115,7 +126,7 @@ def executions() -> QuerySet[Any, dict[str, Any]]:
     return rows
 
 
-def extras_from_row(row: Row, updated_at: datetime) -> ExecutionExtras:
+def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
     definition = None
     if row["definition__job_name"] is not None:  # the legacy definition shows as null
         definition = DefinitionRef(
@@ -123,21 +134,26 @@ def extras_from_row(row: Row, updated_at: datetime) -> ExecutionExtras:
             format=row["definition__manifest_format"],
             digest=row["definition__manifest_digest"],
         )
+    owner_recorded = bool(row["owner_recorded"])
+    # NULL only for a row written outside the adapter: its updated_at.
+    activity = latest_activity(
+        row["last_activity_at"] or execution.updated_at, row["newest_step_write_at"]
+    )
+    ttl = batch_settings.LEASE_TTL
+    expires = lease_expiry(execution.status, owner_recorded, activity, ttl)
     return ExecutionExtras(
         stop_requested_at=row["stop_requested_at"],
-        owner_recorded=bool(row["owner_recorded"]),
+        owner_recorded=owner_recorded,
         last_observed_at=row["last_observed_at"],
-        # NULL only for a row written outside the adapter: its updated_at.
-        last_activity_at=latest_activity(
-            row["last_activity_at"] or updated_at, row["newest_step_write_at"]
-        ),
+        last_activity_at=activity,
         definition=definition,
+        lease=None if expires is None else LeaseRef(int(ttl.total_seconds()), expires),
     )
 
 
 def execution_record_from_row(row: Row) -> ExecutionRecord:
     execution = job_execution_from_row(row)
-    return ExecutionRecord(execution, extras_from_row(row, execution.updated_at))
+    return ExecutionRecord(execution, extras_from_row(row, execution))
 
 
 def execution_record(execution_id: int) -> ExecutionRecord:
@@ -165,7 +181,30 @@ def with_extras(execution: JobExecution, uow: object = None) -> ExecutionRecord:
         )
     if row is None:
         raise JobExecutionNotFound(id=execution.id)
-    return ExecutionRecord(execution, extras_from_row(row, execution.updated_at))
+    return ExecutionRecord(execution, extras_from_row(row, execution))
+
+
+def job_name_of(path_key: str, pk: int) -> str | None:
+    """The job name of the object a path names (``instance_id``,
+    ``execution_id``, ``step_id``, ``partition_id``), or ``None`` when there is
+    none: one indexed read (a join for a step). Job names never change."""
+    rows: Any
+    if path_key == "instance_id":
+        rows = models.JobInstance.objects.filter(pk=pk).values_list("job_name", flat=True)
+    elif path_key == "execution_id":
+        rows = models.JobExecution.objects.filter(pk=pk).values_list("job_name", flat=True)
+    elif path_key == "step_id":
+        rows = models.StepExecution.objects.filter(pk=pk).values_list(
+            "job_execution__job_name", flat=True
+        )
+    elif path_key == "partition_id":
+        rows = models.StepPartition.objects.filter(pk=pk).values_list(
+            "job_instance__job_name", flat=True
+        )
+    else:
+        raise ValueError(f"not a path id: {path_key}")
+    found: str | None = rows.first()
+    return found
 
 
 def instance_exists(instance_id: int) -> bool:
@@ -238,6 +277,8 @@ RECOVERY_DECISION_COLUMNS = (
     "evidence_digest",
     "decided_at",
     "resolved_step_ids",
+    "eligibility",
+    "override_note",
 )
 
 

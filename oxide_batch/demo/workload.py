@@ -15,6 +15,7 @@ from oxide_batch.domain import (
     LifecycleTransition,
     StepExecution,
 )
+from oxide_batch.domain.errors import NotRestartable
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 
@@ -72,15 +73,22 @@ class Workload:
         last: BatchStatus = S.COMPLETED,
         category: FailureCategory | None = None,
     ) -> None:
-        """Start each step, run it for a while and end it; the last one ends in ``last``."""
+        """Start each step, run it for a while and end it; the last one ends in
+        ``last``. In a restart, a step that COMPLETED in an earlier attempt is
+        skipped, as a Spring Batch runtime skips it (SPEC §11)."""
         for index, name in enumerate(names):
             target = last if index == len(names) - 1 else S.COMPLETED
-            with self.repo.begin() as uow:
-                step = uow.create_step_execution(execution.id, name)
-                step = uow.transition_step_execution(
-                    step.id, step.version, LifecycleTransition(S.STARTED)
-                )
-                uow.commit()
+            try:
+                with self.repo.begin() as uow:
+                    step = uow.create_step_execution(execution.id, name)
+                    step = uow.transition_step_execution(
+                        step.id, step.version, LifecycleTransition(S.STARTED)
+                    )
+                    uow.commit()
+            except NotRestartable as refused:
+                if refused.status is S.COMPLETED:
+                    continue
+                raise
             step = self.chunks(step, count=3 + index)
             if target in (S.STARTED, S.STOPPING):
                 continue  # left running (a crash or a pending stop)

@@ -34,8 +34,13 @@ class OxideBatchError(Exception):
         return self.message
 
     def details(self) -> dict[str, Any]:
-        """The structured fields, JSON-ready (enums as their durable codes)."""
-        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
+        """The structured fields, JSON-ready (enums as their durable codes); an
+        optional field (one that defaults to ``None``) is left out while unset."""
+        return {
+            field.name: _plain(value)
+            for field in dataclasses.fields(self)
+            if (value := getattr(self, field.name)) is not None or field.default is not None
+        }
 
 
 def _plain(value: Any) -> Any:
@@ -315,13 +320,25 @@ class StaleVersion(LifecycleError):
 
 @dataclass(eq=False)
 class IllegalTransition(LifecycleError):
+    """A pair the lifecycle table refuses; ``allowed`` lists the statuses the row
+    may move to from where it is (durable codes, table order), so the caller
+    knows the way out (``None`` in refusals recorded before it existed)."""
+
     code: ClassVar[str] = "illegal_transition"
     from_status: BatchStatus
     to_status: BatchStatus
+    allowed: list[str] | None = None
 
     @property
     def message(self) -> str:
-        return f"transition from {self.from_status.value} to {self.to_status.value} is not allowed"
+        refused = (
+            f"transition from {self.from_status.value} to {self.to_status.value} is not allowed"
+        )
+        if self.allowed is None:
+            return refused
+        if not self.allowed:
+            return f"{refused}: {self.from_status.value} allows no further transition"
+        return f"{refused}; from {self.from_status.value} it may move to {', '.join(self.allowed)}"
 
 
 @dataclass(eq=False)
@@ -336,12 +353,34 @@ class RestartRequiresNewAttempt(LifecycleError):
 
 @dataclass(eq=False)
 class NotRestartable(LifecycleError):
+    """An attempt (or, with ``step_name``, a step of a restart attempt) that may
+    not be restarted from its earlier row in ``status`` (SPEC §11 "Restart skips
+    what completed"): COMPLETED and ABANDONED steps are skipped, an UNKNOWN one
+    waits for an operator. ``step_execution_id`` is the earlier row."""
+
     code: ClassVar[str] = "not_restartable"
     status: BatchStatus
+    step_name: str | None = None
+    step_execution_id: int | None = None
 
     @property
     def message(self) -> str:
-        return f"an execution in {self.status.value} cannot be restarted"
+        if self.step_name is None:
+            return f"an execution in {self.status.value} cannot be restarted"
+        earlier = f"step {self.step_name!r} is {self.status.value} in an earlier attempt"
+        if self.step_execution_id is not None:
+            earlier += f" (step execution {self.step_execution_id})"
+        if self.status is BatchStatus.COMPLETED:
+            return (
+                f"{earlier}: a restart skips it; to run it again from the start, create it "
+                "with allow_start_if_complete: true"
+            )
+        if self.status is BatchStatus.ABANDONED:
+            return f"{earlier}: a restart skips it"
+        return (
+            f"{earlier}: its last commit may or may not have applied, so an operator must "
+            "resolve it first (recover its execution with the reason UNKNOWN_EFFECT)"
+        )
 
 
 @dataclass(eq=False)
@@ -670,17 +709,34 @@ class AbandonedInstance(RepositoryError):
 
 @dataclass(eq=False)
 class ExecutionAlreadyActive(RepositoryError):
+    """A launch while an attempt is unresolved. Beyond the attempt and its status
+    it says what the operator needs to decide: when it was last active (SPEC §9,
+    RFC 3339), whether an owner holds it and until when (``lease_expires_at``),
+    and the way out (``next_step``). The optional fields are ``None`` in refusals
+    recorded before they existed."""
+
     code: ClassVar[str] = "execution_already_active"
     instance_id: int
     execution_id: int
     status: BatchStatus
+    last_activity_at: str | None = None
+    owner_recorded: bool | None = None
+    lease_expires_at: str | None = None
+    next_step: str | None = None
 
     @property
     def message(self) -> str:
-        return (
+        text = (
             f"job instance {self.instance_id} already has execution {self.execution_id} "
             f"in {self.status.value}"
         )
+        if self.last_activity_at is not None:
+            text += f", last active at {self.last_activity_at}"
+        if self.lease_expires_at is not None:
+            text += f", its owner's lease expires at {self.lease_expires_at}"
+        elif self.owner_recorded is False:
+            text += ", with no owner recorded"
+        return text if self.next_step is None else f"{text}: {self.next_step}"
 
 
 @dataclass(eq=False)
@@ -804,11 +860,22 @@ class RecoveryNotAllowed(RepositoryError):
 
 @dataclass(eq=False)
 class ExecutionOwned(RepositoryError):
+    """Another owner holds the execution: another token was claimed
+    (``other_user`` false or ``None``), or another runtime user's token claimed it
+    and only that user may write to it and anything under it (``other_user``
+    true, SPEC §11 "Only the claimant writes")."""
+
     code: ClassVar[str] = "execution_owned"
     id: int
+    other_user: bool | None = None
 
     @property
     def message(self) -> str:
+        if self.other_user:
+            return (
+                f"job execution {self.id} was claimed by another runtime user: only the "
+                "claimant's token may write to it, its steps, partitions and flow decisions"
+            )
         return f"job execution {self.id} is owned by another process"
 
 
@@ -869,18 +936,29 @@ class OperationIdConflict(RepositoryError):
 
 @dataclass(eq=False)
 class ExecutionNotStale(RepositoryError):
-    """Recovery of an active execution that is not inactive long enough."""
+    """Recovery of an active execution that is not inactive long enough: without
+    an owner, ``threshold_seconds`` is the stale threshold; with one, it is the
+    lease TTL and ``lease_expires_at`` (RFC 3339) when the lease runs out (SPEC
+    §11). An operator who knows the worker is gone may override (with a note)."""
 
     code: ClassVar[str] = "execution_not_stale"
     id: int
     inactive_seconds: int
     threshold_seconds: int
+    lease_expires_at: str | None = None
 
     @property
     def message(self) -> str:
+        if self.lease_expires_at is not None:
+            return (
+                f"job execution {self.id} was active {self.inactive_seconds}s ago and its "
+                f"owner's lease runs until {self.lease_expires_at}; recovery needs the lease "
+                "to expire, or an operator's override with a note"
+            )
         return (
             f"job execution {self.id} was active {self.inactive_seconds}s ago; recovery "
-            f"needs more than {self.threshold_seconds}s of inactivity"
+            f"needs more than {self.threshold_seconds}s of inactivity, or an operator's "
+            "override with a note"
         )
 
 
@@ -926,15 +1004,36 @@ class StepExecutionExists(RepositoryError):
 
 @dataclass(eq=False)
 class InvalidState(RepositoryError):
-    """SPEC §9: an operation on a row whose status does not allow it."""
+    """SPEC §9: an operation on a row whose status does not allow it. ``hint``
+    says what comes first or what it means (``None``: nothing to add)."""
 
     code: ClassVar[str] = "invalid_state"
     id: int
     status: BatchStatus
+    hint: str | None = None
 
     @property
     def message(self) -> str:
-        return f"execution {self.id} in {self.status.value} does not allow this operation"
+        text = f"execution {self.id} in {self.status.value} does not allow this operation"
+        return text if self.hint is None else f"{text}: {self.hint}"
+
+
+@dataclass(eq=False)
+class JobNotPermitted(RepositoryError):
+    """A token limited to some job names (``batch_token create --job PATTERN``)
+    used on another job (SPEC §11): 403, naming the job and the token's patterns."""
+
+    code: ClassVar[str] = "job_not_permitted"
+    job_name: str
+    patterns: list[str]
+
+    @property
+    def message(self) -> str:
+        allowed = ", ".join(repr(pattern) for pattern in self.patterns)
+        return (
+            f"this token is limited to jobs matching {allowed} and may not touch "
+            f"job {self.job_name!r}"
+        )
 
 
 # ---------------------------------------------------------------- infrastructure

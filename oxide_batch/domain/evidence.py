@@ -14,6 +14,17 @@ Recovery proposal
     instant, and ``check_recovery`` applies SPEC §9's check order when an
     operator sends a recovery back.
 
+Owner leases (SPEC §11)
+    A claimed execution's owner holds a lease of the lease TTL: it expires TTL
+    after the owner's latest activity (its writes to the execution and its
+    steps, its control observations — the activity of SPEC §9). Nothing stores
+    it: ``lease_expires_at`` derives it from the activity already recorded. An
+    owned execution whose lease expired is eligible at once
+    (``Eligibility.LEASE_EXPIRED``); one without an owner keeps the inactivity
+    rule of the stale threshold (``Eligibility.INACTIVE``). An operator who
+    knows the worker is gone may recover earlier with an override and a note
+    (``Eligibility.OPERATOR_OVERRIDE``).
+
 Evidence digest (``RecoveryEvidence.digest``)
     Lowercase hex SHA-256 of ``canonical_bytes`` (compact JSON, keys sorted by
     bytes, UTF-8) of this object::
@@ -40,6 +51,7 @@ Evidence digest (``RecoveryEvidence.digest``)
 
 from __future__ import annotations
 
+import enum
 import hmac
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -47,6 +59,7 @@ from typing import Any
 
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
 from oxide_batch.domain.errors import (
+    ExecutionAlreadyActive,
     ExecutionNotStale,
     ExecutionOwned,
     ExecutionOwnershipNotAllowed,
@@ -69,6 +82,9 @@ UNKNOWN_EFFECT = "UNKNOWN_EFFECT"
 MIN_STALE_AFTER = timedelta(minutes=1)
 MAX_STALE_AFTER = timedelta(hours=24)
 DEFAULT_STALE_AFTER = timedelta(minutes=15)
+MIN_LEASE_TTL = timedelta(seconds=5)
+MAX_LEASE_TTL = timedelta(hours=24)
+DEFAULT_LEASE_TTL = timedelta(seconds=60)
 # A stop request records who/when only here; STOPPING and finished are no-ops.
 STOP_RECORDABLE = frozenset({S.STARTING, S.STARTED})
 STOP_NO_OP = frozenset({S.STOPPING, S.STOPPED, S.FAILED, S.COMPLETED, S.ABANDONED})
@@ -81,6 +97,33 @@ def validate_stale_after(threshold: timedelta) -> timedelta:
     if not MIN_STALE_AFTER <= threshold <= MAX_STALE_AFTER:
         raise ValueError("the recovery stale threshold must be between 1 minute and 24 hours")
     return threshold
+
+
+def validate_lease_ttl(ttl: timedelta) -> timedelta:
+    """The owner lease's TTL must be 5 s – 24 h (``ValueError`` otherwise)."""
+    if not MIN_LEASE_TTL <= ttl <= MAX_LEASE_TTL:
+        raise ValueError("the owner lease TTL must be between 5 seconds and 24 hours")
+    return ttl
+
+
+class Eligibility(enum.StrEnum):
+    """Why a recovery proposal is eligible (the decision records it)."""
+
+    UNKNOWN_STATUS = "unknown_status"  # UNKNOWN: always, an operator decides its effect
+    INACTIVE = "inactive"  # no owner recorded, inactive longer than the stale threshold
+    LEASE_EXPIRED = "lease_expired"  # the owner's lease expired
+    OPERATOR_OVERRIDE = "operator_override"  # an operator said the worker is gone (a note)
+
+
+def lease_expiry(
+    status: BatchStatus, owner_recorded: bool, activity_at: datetime, ttl: timedelta
+) -> datetime | None:
+    """When the owner's lease of an active execution expires: TTL after its
+    latest activity; ``None`` when no owner is recorded or the execution is not
+    active (a finished or UNKNOWN execution holds no lease)."""
+    if not owner_recorded or status not in STALE_CHECKED:
+        return None
+    return activity_at + ttl
 
 
 def validate_owner_token(token: bytes) -> bytes:
@@ -138,6 +181,10 @@ class ExecutionView:
     @property
     def stop_requested(self) -> bool:
         return self.stop_requested_at is not None
+
+    def lease_expires_at(self, ttl: timedelta) -> datetime | None:
+        """The owner's lease expiry (:func:`lease_expiry`) for the lease TTL ``ttl``."""
+        return lease_expiry(self.status, self.owner_recorded, self.activity_at, ttl)
 
 
 @dataclass(frozen=True)
@@ -346,7 +393,10 @@ class RecoveryProposal:
     """Evidence, eligibility and the evidence digest an operator sends back.
 
     ``reason_code`` is ``recovery_not_allowed`` or ``execution_not_stale`` when
-    not eligible, else ``None``.
+    not eligible, else ``None``; ``eligibility`` says why it is eligible (else
+    ``None``). ``threshold`` is the inactivity the rule waits for: the lease TTL
+    when an owner is recorded, else the stale threshold; ``lease_expires_at`` is
+    the owner's lease expiry (``None`` without an owner or once finished).
     """
 
     evidence: RecoveryEvidence
@@ -355,6 +405,9 @@ class RecoveryProposal:
     inactive_for: timedelta
     threshold: timedelta
     evidence_digest: str
+    eligibility: Eligibility | None = None
+    lease_ttl: timedelta = DEFAULT_LEASE_TTL
+    lease_expires_at: datetime | None = None
 
     @property
     def job_execution_id(self) -> int:
@@ -368,29 +421,57 @@ class RecoveryProposal:
     def unknown_commit(self) -> bool:
         return self.evidence.unknown_commit
 
+    @property
+    def rule(self) -> str | None:
+        """The rule that decides an active execution: ``lease`` (an owner is
+        recorded) or ``inactivity``; ``None`` for any other status."""
+        if self.evidence.status not in STALE_CHECKED:
+            return None
+        return "lease" if self.evidence.owner_recorded else "inactivity"
+
 
 def propose_recovery(
-    evidence: RecoveryEvidence, *, now: datetime, stale_after: timedelta
+    evidence: RecoveryEvidence,
+    *,
+    now: datetime,
+    stale_after: timedelta,
+    lease_ttl: timedelta = DEFAULT_LEASE_TTL,
 ) -> RecoveryProposal:
-    """UNKNOWN is always eligible; STARTING/STARTED/STOPPING only when inactive
-    strictly longer than ``stale_after``; any other status never
-    (``recovery_not_allowed``). ``ValueError`` for a threshold outside 1 min – 24 h.
+    """UNKNOWN is always eligible; STARTING/STARTED/STOPPING with an owner
+    recorded once its lease expired (inactive strictly longer than
+    ``lease_ttl``), without one once inactive strictly longer than
+    ``stale_after``; any other status never (``recovery_not_allowed``).
+    ``ValueError`` for a threshold outside 1 min – 24 h or a TTL outside 5 s – 24 h.
     """
     validate_stale_after(stale_after)
+    validate_lease_ttl(lease_ttl)
     inactive = evidence.inactivity(now)
     reason: str | None = None
+    eligibility: Eligibility | None = None
+    threshold = lease_ttl if evidence.owner_recorded else stale_after
     if evidence.status in STALE_CHECKED:
-        if inactive <= stale_after:
+        if inactive <= threshold:
             reason = ExecutionNotStale.code
-    elif evidence.status is not S.UNKNOWN:
+        elif evidence.owner_recorded:
+            eligibility = Eligibility.LEASE_EXPIRED
+        else:
+            eligibility = Eligibility.INACTIVE
+    elif evidence.status is S.UNKNOWN:
+        eligibility = Eligibility.UNKNOWN_STATUS
+    else:
         reason = RecoveryNotAllowed.code
     return RecoveryProposal(
         evidence=evidence,
         eligible=reason is None,
         reason_code=reason,
         inactive_for=inactive,
-        threshold=stale_after,
+        threshold=threshold,
         evidence_digest=evidence.digest(),
+        eligibility=eligibility,
+        lease_ttl=lease_ttl,
+        lease_expires_at=lease_expiry(
+            evidence.status, evidence.owner_recorded, evidence.activity_at, lease_ttl
+        ),
     )
 
 
@@ -401,24 +482,29 @@ def check_recovery(
     evidence_digest_hex: str,
     disposition: RecoveryDisposition,
     reason_code: str,
-) -> None:
+    override: bool = False,
+) -> Eligibility:
     """Refuse a recovery in SPEC §9's order, given a proposal recomputed now.
 
-    ``StaleVersion`` → ``RecoveryNotAllowed`` → ``ExecutionNotStale`` →
+    ``StaleVersion`` → ``RecoveryNotAllowed`` → ``ExecutionNotStale`` (skipped
+    with ``override``: an operator's statement that the worker is gone) →
     ``RecoveryEvidenceStale`` (the digest the operator saw differs) →
     ``UnresolvedRecoveryRequired`` (MARK_FAILED of an unknown commit without
-    the reason ``UNKNOWN_EFFECT``). Returns ``None`` when the recovery may go on.
+    the reason ``UNKNOWN_EFFECT``). Returns why the recovery may go on: the
+    proposal's eligibility, or ``OPERATOR_OVERRIDE`` when only the override
+    made it eligible.
     """
     evidence = proposal.evidence
     execution_id = evidence.job_execution_id
     validate_expected_version(expected_version, evidence.version)
     if proposal.reason_code == RecoveryNotAllowed.code:
         raise RecoveryNotAllowed(id=execution_id, status=evidence.status)
-    if proposal.reason_code == ExecutionNotStale.code:
+    if proposal.reason_code == ExecutionNotStale.code and not override:
         raise ExecutionNotStale(
             id=execution_id,
             inactive_seconds=int(proposal.inactive_for.total_seconds()),
             threshold_seconds=int(proposal.threshold.total_seconds()),
+            lease_expires_at=instant_text(proposal.lease_expires_at),
         )
     if evidence_digest_hex.lower() != proposal.evidence_digest:
         raise RecoveryEvidenceStale(id=execution_id)
@@ -428,6 +514,7 @@ def check_recovery(
         and reason_code != UNKNOWN_EFFECT
     ):
         raise UnresolvedRecoveryRequired(id=execution_id)
+    return proposal.eligibility or Eligibility.OPERATOR_OVERRIDE
 
 
 def default_failure_category(proposal: RecoveryProposal) -> FailureCategory:
@@ -435,3 +522,54 @@ def default_failure_category(proposal: RecoveryProposal) -> FailureCategory:
     if proposal.unknown_commit:
         return FailureCategory.UNKNOWN_COMMIT
     return FailureCategory.STALE_RECOVERED
+
+
+def already_active(
+    refusal: ExecutionAlreadyActive,
+    view: ExecutionView,
+    *,
+    now: datetime,
+    lease_ttl: timedelta,
+    stale_after: timedelta,
+) -> ExecutionAlreadyActive:
+    """``refusal`` (a launch while ``view``'s attempt is unresolved) with what an
+    operator needs to decide: its last activity, its owner's lease expiry and
+    the next step — wait, let the watchdog act, or recover it (the command)."""
+    activity = view.activity_at
+    expires = view.lease_expires_at(lease_ttl)
+    pk = view.id
+    show = f"manage.py batch_show {pk}"
+    force = f"manage.py batch_recover {pk} --force --note '…' (after {show})"
+    if view.status is S.UNKNOWN:
+        step = (
+            "its last commit may or may not have applied, so no watchdog acts on it: an "
+            f"operator decides ({show}, then manage.py batch_recover {pk} --reason "
+            "UNKNOWN_EFFECT …, or the console's recover action)"
+        )
+    elif expires is not None and expires > now:
+        step = (
+            "if its worker is alive, wait for it to finish; if the worker is gone, the "
+            "watchdog (manage.py batch_watchdog) fails it once the lease expires, or an "
+            f"operator recovers it now: {force}"
+        )
+    elif expires is not None:
+        step = (
+            "its owner's lease has expired: the watchdog (manage.py batch_watchdog) fails it "
+            f"on its next pass, or an operator recovers it: {show}, then manage.py "
+            f"batch_recover {pk} …"
+        )
+    else:
+        stale_at = instant_text(activity + stale_after)
+        step = (
+            "no owner is recorded, so no watchdog acts on it: an operator may recover it once "
+            f"it has been inactive until {stale_at}, or earlier with an override: {force}"
+        )
+    return ExecutionAlreadyActive(
+        instance_id=refusal.instance_id,
+        execution_id=refusal.execution_id,
+        status=refusal.status,
+        last_activity_at=instant_text(activity),
+        owner_recorded=view.owner_recorded,
+        lease_expires_at=instant_text(expires),
+        next_step=step,
+    )

@@ -10,6 +10,7 @@ from oxide_batch.domain.errors import (
     CompletedInstance,
     ExecutionAlreadyActive,
     InvalidTransitionTime,
+    NotRestartable,
 )
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution
 from oxide_batch.domain.lifecycle import validate_restart
@@ -52,3 +53,38 @@ def plan_new_attempt(
     if latest.ended_at is not None and created_at < latest.ended_at:
         raise InvalidTransitionTime()
     return NewAttempt(job_instance_id, latest.attempt + 1, latest.id, metadata)
+
+
+def step_takes_over(
+    earlier_status: BatchStatus,
+    *,
+    step_name: str,
+    earlier_id: int,
+    allow_start_if_complete: bool = False,
+    partition_rerun: bool = False,
+) -> bool:
+    """What a step of a restart attempt does with its newest earlier row (SPEC
+    §11 "Restart skips what completed", Spring Batch's ``shouldStart``):
+    ``True`` takes over its counts, checkpoint and context; ``False`` starts
+    fresh; ``NotRestartable`` (naming the step and the earlier row) refuses it.
+
+    - FAILED or STOPPED (the seed's ``validate_restart``) → take over;
+    - COMPLETED → refused: a restart skips it — unless ``allow_start_if_complete``
+      (it runs again from nothing) or ``partition_rerun`` (it was the worker of
+      a partition that never completed: the partition's state decides, and its
+      worker runs again from nothing);
+    - ABANDONED → refused (skipped, as Spring Batch skips an abandoned step);
+    - UNKNOWN → refused until an operator resolves it (its last commit's effect
+      is unknown);
+    - STARTING, STARTED or STOPPING (left so by an attempt that ended without
+      ending it, which no operator action can resolve) → take over, as Spring
+      Batch re-runs it (docs/decisions.md).
+    """
+    status = earlier_status
+    if status is BatchStatus.COMPLETED:
+        if allow_start_if_complete or partition_rerun:
+            return False
+        raise NotRestartable(status=status, step_name=step_name, step_execution_id=earlier_id)
+    if status in (BatchStatus.ABANDONED, BatchStatus.UNKNOWN):
+        raise NotRestartable(status=status, step_name=step_name, step_execution_id=earlier_id)
+    return True

@@ -90,7 +90,17 @@ def validate_transition(
         raise RestartRequiresNewAttempt(from_status=current)
     table = RUNTIME_JOB_TRANSITIONS if runtime_job else LEGAL_TRANSITIONS
     if target not in table[current]:
-        raise IllegalTransition(from_status=current, to_status=target)
+        raise IllegalTransition(
+            from_status=current, to_status=target, allowed=allowed_targets(table, current)
+        )
+
+
+def allowed_targets(
+    table: Mapping[BatchStatus, frozenset[BatchStatus]], current: BatchStatus
+) -> list[str]:
+    """The statuses ``table`` lets ``current`` move to, as durable codes in the
+    statuses' own order (what an ``IllegalTransition`` offers as the way out)."""
+    return [status.value for status in BatchStatus if status in table[current]]
 
 
 def validate_restart(status: BatchStatus) -> None:
@@ -162,6 +172,18 @@ def compare_and_transition(
     return updated, next_version(version)
 
 
+def chunk_refusal_hint(status: BatchStatus) -> str:
+    """What a runtime does when a step in ``status`` refuses a chunk commit."""
+    if status is S.STARTING:
+        return (
+            "move the step to STARTED first (a transition to STARTED): chunks are "
+            "committed on a STARTED step"
+        )
+    if status is S.STOPPING:
+        return "the step is stopping: end it STOPPED, it takes no more chunks"
+    return f"the step ended {status.value} and takes no more chunks"
+
+
 def compare_and_commit_chunk(
     metadata: ExecutionMetadata,
     version: int,
@@ -174,7 +196,9 @@ def compare_and_commit_chunk(
     (``InvalidState``); the chunk's count deltas are added (``CountExhausted``)."""
     validate_expected_version(expected_version, version)
     if metadata.status is not S.STARTED:
-        raise InvalidState(id=execution_id, status=metadata.status)
+        raise InvalidState(
+            id=execution_id, status=metadata.status, hint=chunk_refusal_hint(metadata.status)
+        )
     counts = metadata.counts.plus(delta)
     return _with(metadata, counts=counts), next_version(version)
 

@@ -72,6 +72,25 @@ def _validate_text(value: str, kind: OperatorStringKind, field: str) -> str:
     return value
 
 
+#: An operator's override note (SPEC §11): free text, UTF-8 bytes.
+OVERRIDE_NOTE_MAX_BYTES = 1000
+
+
+def validate_override_note(note: str) -> str:
+    """The note an operator gives when recovering before the rules would (SPEC
+    §11 "Operator override"): 1–1000 UTF-8 bytes, no surrounding whitespace,
+    no control characters (a line of text the audit shows as written)."""
+    if not isinstance(note, str) or not note:
+        raise RecoveryFieldEmpty(field="override_note")
+    if len(note.encode("utf-8")) > OVERRIDE_NOTE_MAX_BYTES:
+        raise RecoveryFieldTooLong(field="override_note", max_bytes=OVERRIDE_NOTE_MAX_BYTES)
+    if has_surrounding_whitespace(note):
+        raise RecoveryFieldSurroundingWhitespace(field="override_note")
+    if any(is_control(character) for character in note):
+        raise RecoveryFieldControlCharacter(field="override_note")
+    return note
+
+
 @dataclass(frozen=True, repr=False)
 class RecoveryRequest:
     """A bounded, value-redacted request for one audited recovery decision.
@@ -90,10 +109,16 @@ class RecoveryRequest:
     # execution's failure for MARK_FAILED; for ABANDON (whose execution gets no
     # new failure) STALE_RECOVERED with a server-generated id unless given.
     steps_failure: FailureSummary | None = None
+    # Why the recovery was allowed (``Eligibility`` value) and the operator's
+    # override note, when one was given; the decision records both.
+    eligibility: str | None = None
+    override_note: str | None = None
 
     def __post_init__(self) -> None:
         _validate_text(self.reason_code, OperatorStringKind.REASON_CODE, "reason_code")
         _validate_text(self.operator_reference, OperatorStringKind.ACTOR, "operator_reference")
+        if self.override_note is not None:
+            validate_override_note(self.override_note)
         if len(self.evidence_digest) != EVIDENCE_DIGEST_BYTES:
             raise InvalidCharacters(kind="evidence digest", allowed="exactly 32 bytes")
         if (self.disposition is RecoveryDisposition.MARK_FAILED) != (self.failure is not None):
@@ -114,6 +139,8 @@ class RecoveryRequest:
         operator_reference: str,
         evidence_digest: bytes,
         failure: FailureSummary,
+        eligibility: str | None = None,
+        override_note: str | None = None,
     ) -> RecoveryRequest:
         return cls(
             expected_version,
@@ -122,6 +149,8 @@ class RecoveryRequest:
             operator_reference,
             evidence_digest,
             failure,
+            eligibility=eligibility,
+            override_note=override_note,
         )
 
     @classmethod
@@ -133,6 +162,8 @@ class RecoveryRequest:
         operator_reference: str,
         evidence_digest: bytes,
         steps_failure: FailureSummary | None = None,
+        eligibility: str | None = None,
+        override_note: str | None = None,
     ) -> RecoveryRequest:
         return cls(
             expected_version,
@@ -141,6 +172,8 @@ class RecoveryRequest:
             operator_reference,
             evidence_digest,
             steps_failure=steps_failure,
+            eligibility=eligibility,
+            override_note=override_note,
         )
 
     def __repr__(self) -> str:
@@ -167,6 +200,15 @@ class RecoveryDecision:
     decided_at: datetime
     # The unfinished steps resolved to FAILED with the decision, ascending.
     resolved_step_ids: tuple[int, ...] = ()
+    # Why it was allowed (an ``Eligibility`` value; ``None`` for decisions
+    # recorded before it was) and the operator's override note, if any.
+    eligibility: str | None = None
+    override_note: str | None = None
+
+    @property
+    def overridden(self) -> bool:
+        """Whether an operator's override (and its note) allowed it."""
+        return self.eligibility == "operator_override"
 
     def __repr__(self) -> str:
         return (
@@ -176,7 +218,8 @@ class RecoveryDecision:
             f"resulting_status={self.resulting_status.value}, "
             f"reason_code={self.reason_code!r}, operator_reference={self.operator_reference!r}, "
             f"evidence_digest=<redacted>, decided_at={self.decided_at.isoformat()}, "
-            f"resolved_step_ids={self.resolved_step_ids!r})"
+            f"resolved_step_ids={self.resolved_step_ids!r}, "
+            f"eligibility={self.eligibility!r}, override_note={self.override_note!r})"
         )
 
 
@@ -224,8 +267,8 @@ def refuse_fenced(
         return
     validate_expected_version(expected_version, row.version)
     if target is not None:
-        raise IllegalTransition(from_status=row.status, to_status=target)
-    raise InvalidState(id=row.id, status=row.status)
+        raise IllegalTransition(from_status=row.status, to_status=target, allowed=[])
+    raise InvalidState(id=row.id, status=row.status, hint=fenced_hint(row.recovery_decision_id))
 
 
 def fenced_transition(
@@ -248,14 +291,30 @@ def fenced_enrich(
     return changed
 
 
+def fenced_hint(decision_id: int) -> str:
+    """What a fenced worker is told (SPEC §10–11): the decision that resolved its
+    row, and that it must stop."""
+    return (
+        f"recovery decision {decision_id} resolved it: its worker is fenced and must stop "
+        "writing (the next run of the job is a restart)"
+    )
+
+
 def fenced_chunk(
     current: StepExecution, expected_version: int, counts: ExecutionCounts
 ) -> tuple[ExecutionMetadata, int]:
     """A chunk commit behind the fence (a resolved step is FAILED: the rules
-    refuse it already; the fence is kept for the record)."""
-    changed = compare_and_commit_chunk(
-        current.metadata, current.version, expected_version, counts, execution_id=current.id
-    )
+    refuse it already, ``InvalidState`` saying which decision fenced it)."""
+    try:
+        changed = compare_and_commit_chunk(
+            current.metadata, current.version, expected_version, counts, execution_id=current.id
+        )
+    except InvalidState:
+        if current.recovery_decision_id is None:
+            raise
+        raise InvalidState(
+            id=current.id, status=current.status, hint=fenced_hint(current.recovery_decision_id)
+        ) from None
     refuse_fenced(current, expected_version)
     return changed
 

@@ -56,9 +56,20 @@ class DjangoJobRepository:
             batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH
         )
 
-    def begin(self) -> DjangoUnitOfWork:
-        """A new unit of work; it opens its transaction when entered."""
-        return DjangoUnitOfWork(clock=self.clock, using=self.using, state_limits=self.state_limits)
+    def begin(self, *, runtime_user_id: int | None = None) -> DjangoUnitOfWork:
+        """A new unit of work; it opens its transaction when entered.
+
+        ``runtime_user_id``: the runtime user it writes for (the API's runtime
+        endpoints pass the authenticated user): a claim records that user, and
+        runtime writes to an execution another user claimed are refused
+        (``ExecutionOwned``, SPEC §11). ``None`` binds nothing (in-process callers).
+        """
+        return DjangoUnitOfWork(
+            clock=self.clock,
+            using=self.using,
+            state_limits=self.state_limits,
+            runtime_user_id=runtime_user_id,
+        )
 
     def descriptor(self) -> RepositoryDescriptor:
         """The capability descriptor of the connected schema.

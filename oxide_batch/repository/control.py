@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.domain.errors import JobExecutionNotFound
+from oxide_batch.domain.errors import InvalidState, JobExecutionNotFound
 from oxide_batch.domain.evidence import (
     CheckpointEvidence,
     ExecutionControl,
@@ -31,6 +31,7 @@ from oxide_batch.domain.evidence import (
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
@@ -203,21 +204,27 @@ class ControlOperations(UnitOfWorkBase):
     def claim_execution_owner(
         self, job_execution_id: int, expected_version: int, owner_token: bytes
     ) -> ExecutionView:
-        """Record the runtime's 16-byte owner token: evidence, never a lease.
+        """Record the runtime's 16-byte owner token, and the runtime user of this
+        unit of work as the claimant (SPEC §11: from then on only that user's
+        runtime writes are accepted; the owner holds a lease while it is active).
 
-        Locks the execution row. Raises, in order: ``StaleVersion``;
-        ``ExecutionOwnershipNotAllowed`` unless STARTING; ``ExecutionOwned`` when
-        another token is recorded. The same token again is idempotent (nothing
-        written). The version is checked, not bumped; a claim is not activity.
-        A token that is not 16 bytes → ``InvalidCharacters`` (before any query).
+        Locks the execution row. Raises, in order: ``ExecutionOwned`` when another
+        runtime user claimed it; ``StaleVersion``; ``ExecutionOwnershipNotAllowed``
+        unless STARTING; ``ExecutionOwned`` when another token is recorded. The
+        same token again is idempotent (nothing written). The version is checked,
+        not bumped; a claim is not activity. A token that is not 16 bytes →
+        ``InvalidCharacters`` (before any query).
         """
         token = validate_owner_token(owner_token)
         pk = self._id(JOB_EXECUTION, job_execution_id)
         row = self._lock_control_row(pk)
+        self._check_claimant(pk, row["owner_user_id"])
         execution = job_execution_from_row(row)
         if owner_claim_needs_write(execution, expected_version, recorded_token(row), token):
-            self._update(models.JobExecution, pk, {"owner_token": token})
-            row["owner_token"] = token
+            # The claimant user too: only its writes are accepted from now on (SPEC §11).
+            written = {"owner_token": token, "owner_user_id": self._runtime_user_id}
+            self._update(models.JobExecution, pk, written)
+            row.update(written)
         return execution_view_from_row(row)
 
     @operation
@@ -227,18 +234,30 @@ class ControlOperations(UnitOfWorkBase):
         """The runtime's poll: does it own the execution, is a stop pending?
 
         Locks the execution row and writes once. ``owner_matches``: the recorded
-        token equals ``owner_token`` (none recorded → false); ``stop_requested``:
+        token equals ``owner_token`` (none recorded → false) and the claimant is
+        this unit of work's runtime user (when both are known); ``stop_requested``:
         a stop request is recorded (never cleared here). When both hold on a
         STARTING/STARTED execution it moves to STOPPING in the same write
         (version + 1). Every observation records ``last_observed_at``; only the
-        owner's also moves ``last_activity_at``. Raises ``JobExecutionNotFound``,
-        and ``InvalidCharacters`` for a token that is not 16 bytes.
+        owner's also moves ``last_activity_at`` (renewing its lease). The owner
+        of an execution a recovery resolved is fenced (SPEC §11): its observation
+        writes nothing and is refused as its writes are, ``InvalidState``. Raises
+        ``JobExecutionNotFound``, and ``InvalidCharacters`` for a token that is
+        not 16 bytes.
         """
         token = validate_owner_token(owner_token)
         pk = self._id(JOB_EXECUTION, job_execution_id)
         row = self._lock_control_row(pk)
         execution = job_execution_from_row(row)
-        owner_matches = same_token(recorded_token(row), token)
+        runtime = self._runtime_user_id
+        claimant = row["owner_user_id"]
+        owner_matches = same_token(recorded_token(row), token) and (
+            claimant is None or runtime is None or claimant == runtime
+        )
+        if owner_matches and execution.recovery_decision_id is not None:
+            raise InvalidState(
+                id=pk, status=execution.status, hint=fenced_hint(execution.recovery_decision_id)
+            )
         stop_requested = row["stop_requested_at"] is not None
         now = self.now()
         written: dict[str, Any] = {"last_observed_at": now}

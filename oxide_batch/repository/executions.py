@@ -8,11 +8,14 @@ from datetime import datetime
 from django.db.models import F
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import (
+    ExecutionAlreadyActive,
     IncompatibleDefinition,
     JobExecutionNotFound,
     JobInstanceNotFound,
 )
+from oxide_batch.domain.evidence import already_active
 from oxide_batch.domain.execution import (
     FailureSummary,
     JobExecution,
@@ -37,6 +40,7 @@ from oxide_batch.domain.recovery import (
     resolved_step,
 )
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
+from oxide_batch.repository.control import execution_view_from_row, newest_step_write
 from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
@@ -129,7 +133,10 @@ class ExecutionOperations(DefinitionOperations):
         )
         latest = None if latest_row is None else job_execution_from_row(latest_row)
         now = self.now()
-        attempt = plan_new_attempt(pk, latest, now)
+        try:
+            attempt = plan_new_attempt(pk, latest, now)
+        except ExecutionAlreadyActive as refusal:
+            raise self._already_active(refusal, now) from None
         definition_id, upgrade_id = self._bind_definition(
             pk, instance["job_name"], latest, definition_digest
         )
@@ -154,6 +161,28 @@ class ExecutionOperations(DefinitionOperations):
             definition_id=definition_id,
             restart_of_id=attempt.restart_of_id,
             upgrade_id=upgrade_id,
+        )
+
+    def _already_active(
+        self, refusal: ExecutionAlreadyActive, now: datetime
+    ) -> ExecutionAlreadyActive:
+        """The refusal with the active attempt's activity, lease and the next
+        step (one more read, on the refusal's path only)."""
+        row = (
+            models.JobExecution.objects.using(self._using)
+            .filter(pk=refusal.execution_id)
+            .annotate(newest_step_write_at=newest_step_write(self._using))
+            .values(*CONTROL_COLUMNS, "newest_step_write_at")
+            .first()
+        )
+        if row is None:  # pragma: no cover - the instance lock keeps the attempt
+            return refusal
+        return already_active(
+            refusal,
+            execution_view_from_row(row),
+            now=now,
+            lease_ttl=batch_settings.LEASE_TTL,
+            stale_after=batch_settings.RECOVERY_STALE_AFTER,
         )
 
     def _bind_definition(
@@ -300,6 +329,8 @@ class ExecutionOperations(DefinitionOperations):
             evidence_digest=request.evidence_digest.hex(),
             decided_at=now,
             resolved_step_ids=list(resolved_ids),
+            eligibility=request.eligibility,
+            override_note=request.override_note,
         )
         self._update(
             models.JobExecution,
@@ -337,6 +368,8 @@ class ExecutionOperations(DefinitionOperations):
                 evidence_digest=request.evidence_digest,
                 decided_at=now,
                 resolved_step_ids=resolved_ids,
+                eligibility=request.eligibility,
+                override_note=request.override_note,
             ),
         )
 

@@ -87,6 +87,16 @@ def _plan(manifest_text: str) -> FlowPlan:
         raise FlowStateCorrupt() from None
 
 
+def _node_allows_start_if_complete(parent: Mapping[str, Any], node: str, requested: bool) -> bool:
+    """SPEC §11: for a flow step the manifest node's ``allow_start_if_complete``
+    decides; a step of an execution without a flow plan (or of a node the plan
+    does not name) takes the request's."""
+    if parent["definition__manifest_format"] not in FLOW_FORMATS:
+        return requested
+    found = _plan(parent["definition__manifest"]).nodes.get(node)
+    return requested if found is None else found.allow_start_if_complete
+
+
 def _digest(value: str, what: str) -> str:
     if not isinstance(value, str) or DIGEST_HEX.fullmatch(value) is None:
         raise InvalidCharacters(kind=what, allowed="64 lowercase hex characters")
@@ -149,6 +159,8 @@ class FlowOperations(StepOperations):
         step_name: str,
         node_id: str,
         start_limit: int | None = None,
+        *,
+        allow_start_if_complete: bool = False,
     ) -> StepExecution:
         """A STARTING step (version 0) for plan node ``node_id``, under its start limit.
 
@@ -159,8 +171,12 @@ class FlowOperations(StepOperations):
         ``start_limit`` → ``StartLimitExceeded`` (creating a STARTING row consumes
         one start; ``None`` = unlimited). In a restart attempt the step takes over
         counts, checkpoint and context of the newest row of the node anywhere in
-        the instance, else it starts fresh; a checkpoint or context to take over
-        that does not verify → ``FaultStateCorrupt`` (no row). A repeated step
+        the instance when that row is restartable, else it starts fresh
+        (``create_step_execution``'s rules: a COMPLETED row is ``NotRestartable``
+        unless the node allows a start if complete — the manifest node's own
+        ``allow_start_if_complete`` when the execution's definition is a flow
+        plan with that node, else ``allow_start_if_complete``); a checkpoint or
+        context to take over that does not verify → ``FaultStateCorrupt`` (no row). A repeated step
         name or node in the execution → ``StepExecutionExists``; a lock or
         serialization conflict → ``ConcurrentModification``. ``start_limit`` must
         be a positive integer (``TypeError``/``ValueError`` otherwise: the caller
@@ -184,12 +200,15 @@ class FlowOperations(StepOperations):
             .filter(job_instance_id=instance_id, node_id=node)
             .annotate(starts=Window(Count("id")))
             .order_by("-id")
-            .values("starts", *(TAKEOVER_COLUMNS if restart else ()))[:1]
+            .values("starts", *(("id", "status", *TAKEOVER_COLUMNS) if restart else ()))[:1]
         )
         starts = newest[0]["starts"] if newest else 0
         if start_limit is not None and starts >= start_limit:
             raise StartLimitExceeded(instance_id=instance_id, node_id=node, limit=start_limit)
-        source = newest[0] if restart and newest else None
+        source = None
+        if restart and newest:
+            allow = _node_allows_start_if_complete(parent, node, allow_start_if_complete)
+            source = self._takeover(step_name, newest[0], allow)
         return self._insert_step(parent_id, parent, step_name, node, source)
 
     def _lock_instance_of(self, job_execution_id: int) -> int:
@@ -226,7 +245,8 @@ class FlowOperations(StepOperations):
 
         Locks the job execution (``FOR NO KEY UPDATE``, read with its definition;
         none → ``JobExecutionNotFound``), so sequence = existing count + 1 is
-        gap-free. ``InvalidState`` unless it is STARTING, STARTED or STOPPING (a
+        gap-free. ``ExecutionOwned`` when another runtime user claimed it;
+        ``InvalidState`` unless it is STARTING, STARTED or STOPPING (a
         finished or recovered execution takes no late decision).
         ``FlowStateCorrupt`` when: the definition is not a format-2/3 plan; the
         decision disagrees with it (fingerprint ≠ manifest digest,
@@ -252,6 +272,7 @@ class FlowOperations(StepOperations):
             .values(
                 "job_instance_id",
                 "status",
+                "owner_user_id",
                 "definition__manifest",
                 "definition__manifest_digest",
                 "definition__manifest_format",
@@ -260,6 +281,7 @@ class FlowOperations(StepOperations):
         )
         if execution is None:
             raise JobExecutionNotFound(id=pk)
+        self._check_claimant(pk, execution["owner_user_id"])
         status = BatchStatus(execution["status"])
         if not status.is_active:
             # A finished (or recovered) execution's flow is history: no late decision.

@@ -99,7 +99,11 @@ RESTARTABLE_JOB_STATUSES = frozenset({S.STOPPED, S.FAILED})
 
 
 class PartitionOperations(UnitOfWorkBase):
-    """Partition plans, worker assignment, completion, aggregation and restart."""
+    """Partition plans, worker assignment, completion, aggregation and restart.
+
+    Each write first refuses a runtime user other than the claimant of the job
+    execution it writes under (``ExecutionOwned``, SPEC §11), read with the
+    rows it locks."""
 
     # Parents whose plan this unit of work created: assignment waits for the commit.
     _partition_plans_created: set[int]
@@ -129,11 +133,18 @@ class PartitionOperations(UnitOfWorkBase):
             models.StepExecution.objects.using(self._using)
             .select_for_update(no_key=True, of=("self",))
             .filter(pk=parent_id)
-            .values("status", "job_instance_id", "job_execution_id", "job_execution__status")
+            .values(
+                "status",
+                "job_instance_id",
+                "job_execution_id",
+                "job_execution__status",
+                "job_execution__owner_user_id",
+            )
             .first()
         )
         if parent is None:
             raise StepExecutionNotFound(id=parent_id)
+        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
         status = BatchStatus(parent["status"])
         if status not in PLAN_PARENT_STATUSES:
             raise PartitionParentNotActive(step_execution_id=parent_id, status=status)
@@ -188,6 +199,7 @@ class PartitionOperations(UnitOfWorkBase):
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
         parent, worker = self._lock_parent_and_worker(pk, worker_id)
+        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
         if parent["id"] in self._plans_created_here():
             raise PartitionPlanNotCommitted(step_execution_id=parent["id"])
         self._require_parent(parent, frozenset({S.STARTED}))
@@ -234,6 +246,7 @@ class PartitionOperations(UnitOfWorkBase):
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
         parent, worker = self._lock_parent_and_worker(pk, worker_id)
+        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
         self._require_parent(parent, COMPLETION_PARENT_STATUSES)
         row, partition = self._lock_partition(pk)
         validate_expected_version(expected_version, partition.version)
@@ -280,9 +293,10 @@ class PartitionOperations(UnitOfWorkBase):
         ``CountExhausted``; lifecycle errors (STOPPING cannot become COMPLETED).
         """
         parent_id = self._id(STEP_EXECUTION, step_execution_id)
-        row = self._lock_row(models.StepExecution, parent_id, STEP_EXECUTION_COLUMNS)
+        row = self._lock_step(parent_id, STEP_EXECUTION_COLUMNS)
         if row is None:
             raise StepExecutionNotFound(id=parent_id)
+        self._check_claimant(row["job_execution_id"], row["job_execution__owner_user_id"])
         parent = step_execution_from_row(row)
         refuse_fenced(parent, expected_version)  # a recovered parent takes no aggregate
         partitions = [partition_from_row(p) for p in self._lock_plan_in_key_order(parent_id)]
@@ -346,6 +360,7 @@ class PartitionOperations(UnitOfWorkBase):
         source_job = self._lock_job_execution_of(source_id)
         steps = self._lock_steps(source_id, target_id)
         source, target = steps[source_id], steps[target_id]
+        self._check_claimant(target["job_execution_id"], target["job_execution__owner_user_id"])
         if (source["node_id"], source["job_instance_id"]) != (
             target["node_id"],
             target["job_instance_id"],
@@ -426,11 +441,11 @@ class PartitionOperations(UnitOfWorkBase):
         )
         rows = (
             models.StepExecution.objects.using(self._using)
-            .select_for_update(no_key=True)
+            .select_for_update(no_key=True, of=("self",))
             .filter(Q(pk=parent_of) | Q(pk=worker_id))
             .annotate(parent_of=parent_of)
             .order_by("id")
-            .values(*STEP_LOCK_COLUMNS, "parent_of")
+            .values(*STEP_LOCK_COLUMNS, "parent_of", "job_execution__owner_user_id")
         )
         parent = worker = None
         for row in rows:
@@ -535,10 +550,18 @@ class PartitionOperations(UnitOfWorkBase):
     def _lock_steps(self, *step_ids: int) -> dict[int, Row]:
         rows = (
             models.StepExecution.objects.using(self._using)
-            .select_for_update(no_key=True)
+            .select_for_update(no_key=True, of=("self",))
             .filter(pk__in=step_ids)
             .order_by("id")
-            .values("id", "status", "node_id", "job_instance_id", "job_execution_id", "step_name")
+            .values(
+                "id",
+                "status",
+                "node_id",
+                "job_instance_id",
+                "job_execution_id",
+                "step_name",
+                "job_execution__owner_user_id",
+            )
         )
         found: dict[int, Row] = {row["id"]: row for row in rows}
         for step_id in step_ids:

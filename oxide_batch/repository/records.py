@@ -56,6 +56,7 @@ CONTROL_COLUMNS = (
     "stop_requested_at",
     "stop_requested_by",
     "owner_token",
+    "owner_user_id",
     "last_observed_at",
     "last_activity_at",
 )
@@ -79,6 +80,8 @@ DECISION_COLUMNS = (
     "evidence_digest",
     "decided_at",
     "resolved_step_ids",
+    "eligibility",
+    "override_note",
 )
 
 
@@ -204,4 +207,6 @@ def decision_from_row(row: Row) -> RecoveryDecision:
         evidence_digest=bytes.fromhex(row["evidence_digest"]),
         decided_at=row["decided_at"],
         resolved_step_ids=tuple(row["resolved_step_ids"] or ()),
+        eligibility=row.get("eligibility"),
+        override_note=row.get("override_note"),
     )

@@ -260,6 +260,51 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
     return SelectRow(name, sql, (*columns, *EXECUTION_EXTRAS), decoders)
 
 
+# What a step's locking read carries of its job execution: the user whose token
+# claimed it (SPEC §11 "Only the claimant writes"), named as ``values()`` would.
+STEP_EXTRAS = ("job_execution__owner_user_id",)
+_locked_steps: dict[tuple[Any, ...], SelectRow] = {}
+
+
+def lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+    """The locking read of one step's ``columns`` together with its job
+    execution's claimant (``STEP_EXTRAS``, a join on the execution's primary
+    key; only the step row is locked): a runtime's step write checks who may
+    write in the same one statement, so a chunk commit stays BEGIN, one locking
+    read, one write, COMMIT."""
+    key = (connection.vendor, columns)
+    statement = _locked_steps.get(key)
+    if statement is None:
+        statement = _locked_steps[key] = _lock_step(connection, columns)
+    return statement
+
+
+def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+    quote = connection.ops.quote_name
+    step, execution = models_.StepExecution, models_.JobExecution
+    fields = [_field(step, name) for name in columns]
+    owner = _field(execution, "owner_user_id")
+
+    def column(alias: str, field: models.Field[Any, Any]) -> str:
+        return f"{alias}.{quote(field.column)}"
+
+    selected = ", ".join([*(column("s", field) for field in fields), column("e", owner)])
+    locking = " FOR NO KEY UPDATE OF s" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"SELECT {selected} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
+        f"JOIN {quote(execution._meta.db_table)} e "
+        f"ON {column('e', _pk(execution))} = {column('s', _field(step, 'job_execution_id'))} "
+        f"WHERE {column('s', _pk(step))} = %s{locking}"
+    )
+    decoders = tuple(
+        (position, decoder)
+        for position, field in enumerate([*fields, owner])
+        if (decoder := _decoder(field, connection.vendor)) is not None
+    )
+    name = _name("lock+claimant", step._meta.db_table, columns)
+    return SelectRow(name, sql, (*columns, *STEP_EXTRAS), decoders)
+
+
 def _pk(model: type[models.Model]) -> models.Field[Any, Any]:
     pk = model._meta.pk
     assert pk is not None
@@ -270,7 +315,16 @@ def _pk(model: type[models.Model]) -> models.Field[Any, Any]:
 
 # What a request reads of its token and of its user (the audit actor, the
 # throttle's ident, authorization); the user's primary key and username come too.
-TOKEN_FIELDS = ("id", "user_id", "name", "key_prefix", "digest", "expires_at", "revoked_at")
+TOKEN_FIELDS = (
+    "id",
+    "user_id",
+    "name",
+    "key_prefix",
+    "digest",
+    "expires_at",
+    "revoked_at",
+    "job_patterns",
+)
 USER_FLAGS = ("is_active", "is_superuser")
 
 

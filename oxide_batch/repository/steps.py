@@ -24,6 +24,7 @@ from oxide_batch.domain.execution import (
     StepExecution,
 )
 from oxide_batch.domain.identifiers import IdentifierKind
+from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.domain.recovery import fenced_chunk, fenced_enrich, fenced_transition
@@ -47,6 +48,7 @@ TAKEOVER_COLUMNS = (*(f"{name}_count" for name in COUNT_FIELDS), *STATE_COLUMNS)
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
 STEP_EXECUTION = IdentifierKind.STEP_EXECUTION
 STEP_PARENT_STATUSES = frozenset({BatchStatus.STARTING, BatchStatus.STARTED})
+STEP_PARENT_HINT = "steps are created while the job execution is STARTING or STARTED"
 
 
 @dataclass(frozen=True)
@@ -86,22 +88,32 @@ class StepOperations(UnitOfWorkBase):
 
     @operation
     def create_step_execution(
-        self, job_execution_id: int, step_name: str, *, node_id: str | None = None
+        self,
+        job_execution_id: int,
+        step_name: str,
+        *,
+        node_id: str | None = None,
+        allow_start_if_complete: bool = False,
     ) -> StepExecution:
         """A STARTING step (version 0) under a STARTING or STARTED job execution.
 
         Locks the job execution (``FOR NO KEY UPDATE``: it is not changed, but
-        its status must not move underneath). Raises ``InvalidState`` for any
-        other parent status and ``StepExecutionExists`` for a repeated name or
-        node. ``node_id`` defaults to the step name.
+        its status must not move underneath). Raises ``ExecutionOwned`` when
+        another runtime user claimed it, ``InvalidState`` for any other parent
+        status and ``StepExecutionExists`` for a repeated name or node.
+        ``node_id`` defaults to the step name.
 
         In a restart attempt the step takes over counts, checkpoint and context
         of the newest row of the same step — or of the step the attempt's upgrade
-        edge maps onto it — across all earlier attempts, and starts fresh when
-        there is none. With an edge in use: a step that has earlier state but no
-        mapping → ``InvalidDefinitionUpgrade``; a mapped source step without a
-        row → ``RestartStateNotFound``. A checkpoint or context to take over that
-        does not verify → ``FaultStateCorrupt`` and no step is created.
+        edge maps onto it — across all earlier attempts, when that row is
+        restartable; it starts fresh when there is none. The earlier row's status
+        decides (:func:`~oxide_batch.domain.launch.step_takes_over`): COMPLETED →
+        ``NotRestartable`` unless ``allow_start_if_complete`` (then fresh) or it
+        was the worker of a partition that never completed (fresh); ABANDONED or
+        UNKNOWN → ``NotRestartable``. With an edge in use: a step that has earlier
+        state but no mapping → ``InvalidDefinitionUpgrade``; a mapped source step
+        without a row → ``RestartStateNotFound``. A checkpoint or context to take
+        over that does not verify → ``FaultStateCorrupt`` and no step is created.
         """
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
@@ -110,28 +122,69 @@ class StepOperations(UnitOfWorkBase):
         source = None
         if parent["restart_of_id"] is not None:
             source = self._restart_source(parent_id, parent, step_name)
+            source = self._takeover(step_name, source, allow_start_if_complete)
         return self._insert_step(parent_id, parent, step_name, node, source)
 
     def _lock_step_parent(self, parent_id: int) -> dict[str, Any]:
-        """Lock the job execution a step is created under; it must be STARTING/STARTED."""
+        """Lock the job execution a step is created under: its claimant must be
+        this unit of work's runtime user (or none), its status STARTING/STARTED.
+        Read with its definition's manifest, for the plan's node attributes."""
         parent = (
             models.JobExecution.objects.using(self._using)
             .select_for_update(no_key=True, of=("self",))
             .filter(pk=parent_id)
-            .values("job_instance_id", "status", "restart_of_id", "upgrade__step_mapping")
+            .values(
+                "job_instance_id",
+                "status",
+                "restart_of_id",
+                "owner_user_id",
+                "upgrade__step_mapping",
+                "definition__manifest_format",
+                "definition__manifest",
+            )
             .first()
         )
         if parent is None:
             raise JobExecutionNotFound(id=parent_id)
+        self._check_claimant(parent_id, parent["owner_user_id"])
         status = BatchStatus(parent["status"])
         if status not in STEP_PARENT_STATUSES:
-            raise InvalidState(id=parent_id, status=status)
+            raise InvalidState(id=parent_id, status=status, hint=STEP_PARENT_HINT)
         return dict(parent)
+
+    def _takeover(
+        self, step_name: str, source: dict[str, Any] | None, allow_start_if_complete: bool
+    ) -> dict[str, Any] | None:
+        """``source`` when the new step takes it over, ``None`` when it starts
+        fresh; ``NotRestartable`` when the earlier row's status refuses it
+        (:func:`~oxide_batch.domain.launch.step_takes_over`). The partition check
+        (a COMPLETED worker of a partition that never completed) is one more
+        read, made only for a COMPLETED row."""
+        if source is None:
+            return None
+        status = BatchStatus(source["status"])
+        rerun = (
+            status is BatchStatus.COMPLETED
+            and not allow_start_if_complete
+            and models.StepPartition.objects.using(self._using)
+            .filter(worker_step_execution_id=source["id"])
+            .exclude(status=BatchStatus.COMPLETED.value)
+            .exists()
+        )
+        takes_over = step_takes_over(
+            status,
+            step_name=step_name,
+            earlier_id=source["id"],
+            allow_start_if_complete=allow_start_if_complete,
+            partition_rerun=rerun,
+        )
+        return source if takes_over else None
 
     def _restart_source(
         self, execution_id: int, parent: dict[str, Any], step_name: str
     ) -> dict[str, Any] | None:
-        """The earlier step row whose state a restarted step takes over."""
+        """The earlier step row whose state a restarted step may take over (its
+        status decides: :meth:`_takeover`)."""
         earlier = (
             models.StepExecution.objects.using(self._using)
             .filter(job_instance_id=parent["job_instance_id"])
@@ -153,7 +206,7 @@ class StepOperations(UnitOfWorkBase):
         row: dict[str, Any] | None = (
             earlier.filter(step_name=source_name)
             .select_for_update(no_key=True)
-            .values(*TAKEOVER_COLUMNS)
+            .values("id", "status", *TAKEOVER_COLUMNS)
             .first()
         )
         if row is None and source_name != step_name:

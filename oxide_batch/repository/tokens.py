@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import ApiTokenNotFound, GroupNotFound, UserNotFound
+from oxide_batch.domain.jobscope import validate_patterns
 from oxide_batch.domain.tokens import key_prefix, new_token, token_digest, validate_token_name
 from oxide_batch.repository.faults import is_unique_violation
 
@@ -44,11 +45,19 @@ class Revocation:
 
 
 def issue_api_token(
-    *, user: Any, name: str, now: datetime, expires_in: timedelta | None = None
+    *,
+    user: Any,
+    name: str,
+    now: datetime,
+    expires_in: timedelta | None = None,
+    job_patterns: Sequence[str] | None = None,
 ) -> IssuedToken:
     """A new token of ``user`` named ``name``, expiring ``expires_in`` after
-    ``now`` (``None``: never). Raises the name's ``DomainError``."""
+    ``now`` (``None``: never), limited to the jobs ``job_patterns`` match
+    (``None``: every job; :mod:`oxide_batch.domain.jobscope`). Raises the
+    name's or a pattern's ``DomainError``."""
     validate_token_name(name)
+    patterns = None if job_patterns is None else list(validate_patterns(job_patterns))
     if expires_in is not None and expires_in <= timedelta(0):
         raise ValueError("expires_in must be positive")
     expires_at = None if expires_in is None else now + expires_in
@@ -63,6 +72,7 @@ def issue_api_token(
                     digest=token_digest(token),
                     created_at=now,
                     expires_at=expires_at,
+                    job_patterns=patterns,
                 )
         except IntegrityError as error:
             if not is_unique_violation(error) or attempt + 1 == PREFIX_ATTEMPTS:
@@ -81,13 +91,16 @@ def issue_api_token_for(
     groups: Sequence[str] = (),
     create_user: bool = False,
     replace: bool = False,
+    job_patterns: Sequence[str] | None = None,
 ) -> IssuedToken:
     """``manage.py batch_token create`` in one transaction: the user named
     ``username`` (created without a usable password when ``create_user``; else
     ``UserNotFound``), added to ``groups`` (each must exist: ``GroupNotFound``),
     given a new token; with ``replace`` the user's other live tokens of the same
-    name are revoked at ``now``."""
+    name are revoked at ``now``; ``job_patterns`` limit it to those jobs."""
     validate_token_name(name)
+    if job_patterns is not None:
+        validate_patterns(job_patterns)
     user_model: Any = get_user_model()
     with transaction.atomic():
         found = {group.name: group for group in Group.objects.filter(name__in=groups)}
@@ -104,7 +117,9 @@ def issue_api_token_for(
             user.groups.add(*found.values())
         if replace:
             live(models.ApiToken.objects.filter(user=user, name=name), now).update(revoked_at=now)
-        return issue_api_token(user=user, name=name, now=now, expires_in=expires_in)
+        return issue_api_token(
+            user=user, name=name, now=now, expires_in=expires_in, job_patterns=job_patterns
+        )
 
 
 def live(tokens: QuerySet[models.ApiToken], now: datetime) -> QuerySet[models.ApiToken]:

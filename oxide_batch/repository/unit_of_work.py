@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from django.db import DatabaseError, connections, models, transaction
 
-from oxide_batch.domain.errors import OxideBatchError, RepositoryError
+from oxide_batch.domain.errors import ExecutionOwned, OxideBatchError, RepositoryError
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
@@ -90,10 +90,20 @@ class UnitOfWorkBase:
     """Transaction handling shared by every repository operation."""
 
     def __init__(
-        self, *, clock: Clock, using: str, state_limits: StateLimits | None = None
+        self,
+        *,
+        clock: Clock,
+        using: str,
+        state_limits: StateLimits | None = None,
+        runtime_user_id: int | None = None,
     ) -> None:
         self._clock = clock
         self._using = using
+        # The runtime user this unit of work writes for (SPEC §11 "Only the
+        # claimant writes"): its claim records this user, and its runtime writes
+        # to an execution another user claimed are refused. ``None``: an
+        # in-process caller (services, commands, tests), bound by neither.
+        self._runtime_user_id = runtime_user_id
         self._state_limits = state_limits or StateLimits()
         self._state = _State.NEW
         self._fault: RepositoryError | None = None
@@ -275,6 +285,28 @@ class UnitOfWorkBase:
             self._execution_images[pk] = row
         return row
 
+    def _lock_step(
+        self, pk: int, columns: tuple[str, ...], cursor: Any = None
+    ) -> dict[str, Any] | None:
+        """One locking read of a step with its job execution's claimant
+        (``statements.lock_step``), which :meth:`_check_claimant` reads."""
+        if type(pk) is not int or not 0 < pk <= _MAX_PK:
+            return None
+        connection = self._connection
+        statement = statements.lock_step(connection, columns)
+        if cursor is None:
+            with connection.cursor() as cursor:
+                return statement.run(cursor, connection, pk)
+        return statement.run(cursor, connection, pk)
+
+    def _check_claimant(self, job_execution_id: int, owner_user_id: int | None) -> None:
+        """Refuse a runtime write to an execution (or anything under it) that
+        another runtime user claimed: ``ExecutionOwned(other_user=True)``. Nothing
+        to check when no user claimed it or this unit of work writes for no one."""
+        runtime = self._runtime_user_id
+        if owner_user_id is not None and runtime is not None and owner_user_id != runtime:
+            raise ExecutionOwned(id=job_execution_id, other_user=True)
+
     def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None:
         """The row of a job execution this unit of work locked and wrote, with
         its extras (``statements.EXECUTION_EXTRAS``), as it now stands — or
@@ -354,15 +386,21 @@ class UnitOfWorkBase:
 
         ``activity`` marks a runtime write of a job execution (SPEC §9): it moves
         ``last_activity_at`` to the write time. ``execution``: the row is a job
-        execution, locked with its extras and kept as its image.
+        execution, locked with its extras and kept as its image; otherwise a step,
+        locked with its execution's claimant. Either way the claimant is checked
+        first (:meth:`_check_claimant`), before any rule.
         """
         with self._connection.cursor() as cursor:
             if execution:
                 row = self._lock_execution(pk, columns, cursor)
             else:
-                row = self._row(model, pk, columns, lock=True, cursor=cursor)
+                row = self._lock_step(pk, columns, cursor)
             if row is None:
                 raise not_found(pk)
+            if execution:
+                self._check_claimant(pk, row["owner_user_id"])
+            else:
+                self._check_claimant(row["job_execution_id"], row["job_execution__owner_user_id"])
             current = from_row(row)
             now = self.now()
             metadata, version = change(current, now)

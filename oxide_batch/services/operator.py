@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from oxide_batch.conf import batch_settings
@@ -27,6 +27,7 @@ from oxide_batch.domain.errors import (
     rebuild_error,
 )
 from oxide_batch.domain.evidence import (
+    RecoveryEvidence,
     RecoveryProposal,
     check_recovery,
     default_failure_category,
@@ -46,6 +47,7 @@ from oxide_batch.domain.recovery import (
     RecoveryDisposition,
     RecoveryRequest,
     new_failure_id,
+    validate_override_note,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.observability import reporting
@@ -107,10 +109,20 @@ class OperatorService:
     """Stop, abandon and recover executions on behalf of an authenticated actor."""
 
     def __init__(
-        self, repository: DjangoJobRepository, *, stale_after: timedelta | None = None
+        self,
+        repository: DjangoJobRepository,
+        *,
+        stale_after: timedelta | None = None,
+        lease_ttl: timedelta | None = None,
     ) -> None:
         self.repository = repository
         self.stale_after: timedelta = stale_after or batch_settings.RECOVERY_STALE_AFTER
+        self.lease_ttl: timedelta = lease_ttl or batch_settings.LEASE_TTL
+
+    def _propose(self, evidence: RecoveryEvidence, now: datetime) -> RecoveryProposal:
+        return propose_recovery(
+            evidence, now=now, stale_after=self.stale_after, lease_ttl=self.lease_ttl
+        )
 
     # -- reads ------------------------------------------------------------------------
 
@@ -120,7 +132,7 @@ class OperatorService:
         proposal for an ineligible execution is still a proposal."""
         with self.repository.begin() as uow:
             evidence = uow.recovery_evidence(execution_id)
-            proposal = propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
+            proposal = self._propose(evidence, uow.now())
         reporting.recovery_proposed(proposal)
         return proposal
 
@@ -133,10 +145,7 @@ class OperatorService:
         with self.repository.begin() as uow:
             evidences = uow.recovery_evidence_many(execution_ids)
             now = uow.now()
-        proposals = {
-            pk: propose_recovery(evidence, now=now, stale_after=self.stale_after)
-            for pk, evidence in evidences.items()
-        }
+        proposals = {pk: self._propose(evidence, now) for pk, evidence in evidences.items()}
         for proposal in proposals.values():
             reporting.recovery_proposed(proposal)
         return proposals
@@ -205,23 +214,31 @@ class OperatorService:
         operation_id: str,
         failure_category: FailureCategory | None = None,
         failure_id: int | None = None,
+        override_note: str | None = None,
     ) -> OperatorResult:
         """Recompute the proposal under the execution lock and resolve it.
 
         Check order (SPEC §9): ``stale_version``, ``recovery_not_allowed``,
-        ``execution_not_stale``, ``recovery_evidence_stale``,
+        ``execution_not_stale`` (skipped with ``override_note``: the operator's
+        statement that the worker is gone, SPEC §11), ``recovery_evidence_stale``,
         ``unresolved_recovery_required``. MARK_FAILED's failure defaults to
         ``UNKNOWN_COMMIT`` when the unknown-commit marker is set, else
-        ``STALE_RECOVERED``, with a server-generated failure id.
+        ``STALE_RECOVERED``, with a server-generated failure id. The decision
+        records why it was allowed and the override's note.
         """
         if DIGEST_HEX.fullmatch(evidence_digest) is None:
             raise InvalidCharacters(kind="evidence_digest", allowed="64 lowercase hex characters")
+        if override_note is not None:
+            validate_override_note(override_note)
         arguments: dict[str, Any] = {
             "disposition": disposition.value,
             "evidence_digest": evidence_digest,
             "failure_category": failure_category.value if failure_category else None,
             "failure_id": failure_id,
         }
+        if override_note is not None:
+            # Only when given: earlier requests' digests stay what they were.
+            arguments["override_note"] = override_note
         request = self._request(
             OperatorAction.RECOVER,
             execution_id,
@@ -234,13 +251,14 @@ class OperatorService:
 
         def effect(uow: DjangoUnitOfWork) -> _Effect:
             evidence = uow.recovery_evidence(execution_id, lock=True)
-            proposal = propose_recovery(evidence, now=uow.now(), stale_after=self.stale_after)
-            check_recovery(
+            proposal = self._propose(evidence, uow.now())
+            eligibility = check_recovery(
                 proposal,
                 expected_version=expected_version,
                 evidence_digest_hex=evidence_digest,
                 disposition=disposition,
                 reason_code=reason_code,
+                override=override_note is not None,
             )
             # The execution's failure (MARK_FAILED), which its unfinished steps
             # carry too; ABANDON's steps carry the default category (SPEC §10:
@@ -259,6 +277,8 @@ class OperatorService:
                     operator_reference=actor.reference,
                     evidence_digest=bytes.fromhex(evidence_digest),
                     failure=failure,
+                    eligibility=eligibility.value,
+                    override_note=override_note,
                 )
             else:
                 recovery = RecoveryRequest.abandon(
@@ -267,6 +287,8 @@ class OperatorService:
                     operator_reference=actor.reference,
                     evidence_digest=bytes.fromhex(evidence_digest),
                     steps_failure=failure,
+                    eligibility=eligibility.value,
+                    override_note=override_note,
                 )
             result = uow.recover_job_execution(
                 execution_id, recovery, operator_user_id=actor.user_id

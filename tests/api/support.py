@@ -47,6 +47,7 @@ EXECUTION_KEYS = {
     "last_observed_at",
     "last_activity_at",
     "definition",
+    "lease",
 }
 STEP_KEYS = {
     "id",

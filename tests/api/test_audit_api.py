@@ -27,6 +27,9 @@ AUDIT_DECISION_KEYS = {
     "evidence_digest_prefix",
     "decided_at",
     "resolved_step_ids",
+    "eligibility",
+    "override",
+    "override_note",
 }
 
 

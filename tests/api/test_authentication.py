@@ -209,18 +209,37 @@ def test_a_refused_token_is_a_401_problem_with_www_authenticate(
     )
 
 
-def test_the_header_is_drfs_token_header() -> None:
+def test_the_header_is_drfs_token_header_or_rfc_6750s_bearer() -> None:
+    """SPEC §11: ``Bearer <token>`` authenticates exactly as ``Token <token>``
+    does — the same keyword rules, the same refusals."""
     token = api_token(_in_groups("viewer", VIEWER))
-    for header, status in [
-        (f"Token {token}", 200),
-        (f"token {token}", 200),  # DRF compares the keyword case-insensitively
-        (f"Bearer {token}", 401),  # not a token header: anonymous
-        ("Token", 401),
-        (f"Token {token} extra", 401),
-    ]:
+    for keyword in ("Token", "token", "Bearer", "bearer", "BEARER"):
+        for header, status in [
+            (f"{keyword} {token}", 200),
+            (keyword, 401),
+            (f"{keyword} {token} extra", 401),
+            (f"{keyword} {token[:-1]}x", 401),
+        ]:
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=header)
+            assert client.get(url("descriptor")).status_code == status, header
+    for header in (f"Basic {token}", f"Bearertoken {token}", token):
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=header)
-        assert client.get(url("descriptor")).status_code == status, header
+        assert client.get(url("descriptor")).status_code == 401, header  # anonymous
+
+
+def test_a_bearer_token_is_answered_exactly_as_the_same_token() -> None:
+    token = api_token(_in_groups("viewer", VIEWER))
+    answers = []
+    for keyword in ("Token", "Bearer"):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"{keyword} {token}")
+        response = client.get(url("descriptor"))
+        refused = client.post(url("instances"), {"job_name": "x"}, format="json")
+        answers.append((response.status_code, response.json(), refused.status_code))
+    assert answers[0] == answers[1]
+    assert answers[0][2] == 403  # a viewer: the same refusal with either keyword
 
 
 # ------------------------------------------------------------------ one query, no write

@@ -4,7 +4,6 @@ client), and hostile input that must be a 4xx problem+json, never a 500."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import typing
 from typing import Any, cast
@@ -20,7 +19,6 @@ from oxide_batch.api.errors import problem_for
 from oxide_batch.client.errors import ApiError, InvalidRequest, error_from_problem
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE, field_name, problem_member
 from oxide_batch.domain import errors as errors_module
-from oxide_batch.domain.descriptor import RepositoryCapability
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
     DomainError,
@@ -30,6 +28,7 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.status import BatchStatus
 from tests.api.support import Runtime, field_error, problem, url
+from tests.helpers import error_field_value
 
 INPUT_SHAPED = {
     "identifier_out_of_range",
@@ -48,15 +47,7 @@ UNAVAILABLE = {
 
 
 def _dummy(hint: Any) -> Any:
-    if hint is int:
-        return 7
-    if hint is str:
-        return "x"
-    if hint is BatchStatus:
-        return BatchStatus.STOPPING
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return RepositoryCapability.STEP_PARTITIONS
-    raise AssertionError(hint)
+    return error_field_value(hint, number=7, status=BatchStatus.STOPPING)
 
 
 def instances() -> list[OxideBatchError]:
@@ -78,6 +69,8 @@ def expected_status(error: OxideBatchError) -> int:
         return 400
     if isinstance(error, NotFound):
         return 404
+    if error.code == "job_not_permitted":  # a token limited to other jobs (SPEC §11)
+        return 403
     if error.code in UNAVAILABLE:
         return 503
     return 409

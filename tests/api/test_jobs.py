@@ -42,6 +42,7 @@ def test_descriptor(viewer: Runtime) -> None:
         "descriptor_version": 1,
         "schema_version": body["schema_version"],
         "capabilities": sorted(body["capabilities"]),
+        "lease_ttl_seconds": 60,  # OXIDE_BATCH_LEASE_TTL's default
     }
     assert isinstance(body["schema_version"], int)
     assert "step_partitions" in body["capabilities"]

@@ -196,7 +196,7 @@ LIFECYCLE = {"status", "started_at", *ENDING, *RUNTIME_WRITE}
 CHECKPOINT = {"checkpoint", "checkpoint_checksum", "context", "context_checksum"}
 HOLD = {"hold_actor", "hold_user_id", "hold_reason_code", "hold_placed_at"}
 # Evidence and bookkeeping that never move the version (docs/decisions.md 29).
-VERSIONLESS = {"owner_token", "stop_requested_at", "stop_requested_by", "last_observed_at",
+VERSIONLESS = {"owner_token", "owner_user_id", "stop_requested_at", "stop_requested_by", "last_observed_at",
                "last_activity_at", *HOLD}  # fmt: skip
 
 
@@ -223,7 +223,8 @@ CONTRACT: dict[str, May] = {
     "create_execution": may(None, "JobExecution"),
     "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version"}}),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
-    "claim_execution": may({"JobExecution": {"owner_token"}}),
+    # The claimant's user too (SPEC §11: only its writes are accepted afterwards).
+    "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id"}}),
     # The owner's observation of a stop request moves it to STOPPING (version + 1).
     "observe_execution_control": may(
         {"JobExecution": {"last_observed_at", "last_activity_at", "status", "version"}}

@@ -45,6 +45,10 @@ PROPOSAL_KEYS = {
     "last_activity_at",
     "inactive_seconds",
     "threshold_seconds",
+    "eligibility",
+    "rule",
+    "lease_ttl_seconds",
+    "lease_expires_at",
     "markers",
     "evidence",
     "evidence_digest",
@@ -95,6 +99,9 @@ DECISION_KEYS = {
     "evidence_digest",
     "decided_at",
     "resolved_step_ids",
+    "eligibility",
+    "override",
+    "override_note",
 }
 UNKNOWN_COMMIT = {"category": "UNKNOWN_COMMIT", "failure_id": 41}
 OPERATOR_NAME = "operator-user"

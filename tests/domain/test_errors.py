@@ -4,7 +4,6 @@ contract Appendix C)."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import re
 import typing
@@ -20,6 +19,7 @@ from oxide_batch.domain.errors import (
     OxideBatchError,
     RepositoryError,
 )
+from tests.helpers import error_field_value
 
 SEED_REPOSITORY = Path("/work/shared/seeds/000_81c76e746c10918c.txt")
 WRAPPER_VARIANTS = {"Domain", "Identifier", "Lifecycle"}
@@ -73,15 +73,7 @@ CLASSES_BY_CODE = {cls.code: cls for cls in CONCRETE_ERRORS}
 
 
 def _dummy(hint: object) -> object:
-    if hint is int:
-        return 1
-    if hint is str:
-        return "x"
-    if hint is BatchStatus:
-        return BatchStatus.STARTED
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return RepositoryCapability.STEP_PARTITIONS
-    raise AssertionError(f"no dummy value for {hint!r}")
+    return error_field_value(hint)
 
 
 def _instantiate(cls: type[OxideBatchError]) -> OxideBatchError:

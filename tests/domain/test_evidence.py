@@ -24,9 +24,11 @@ from oxide_batch.domain.errors import (
     UnresolvedRecoveryRequired,
 )
 from oxide_batch.domain.evidence import (
+    DEFAULT_LEASE_TTL,
     DEFAULT_STALE_AFTER,
     EVIDENCE_DIGEST_VERSION,
     CheckpointEvidence,
+    Eligibility,
     ExecutionView,
     LatestStep,
     RecoveryEvidence,
@@ -38,6 +40,7 @@ from oxide_batch.domain.evidence import (
     propose_recovery,
     same_token,
     stop_request_applies,
+    validate_lease_ttl,
     validate_owner_token,
     validate_stale_after,
 )
@@ -50,6 +53,7 @@ ACTIVE = (S.STARTING, S.STARTED, S.STOPPING)
 OWNER = b"\x01" * 16
 OTHER = b"\x02" * 16
 MINUTE = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
 NOW = at(10_000)
 
 
@@ -76,13 +80,16 @@ def proposal(status: BatchStatus = S.STARTED, *, now=NOW, stale_after=DEFAULT_ST
     return propose_recovery(evidence(status, **kw), now=now, stale_after=stale_after)
 
 
-def check(prop, *, version=3, digest=None, disposition=D.MARK_FAILED, reason="WORKER_LOST"):
-    check_recovery(
+def check(
+    prop, *, version=3, digest=None, disposition=D.MARK_FAILED, reason="WORKER_LOST", override=False
+):
+    return check_recovery(
         prop,
         expected_version=version,
         evidence_digest_hex=prop.evidence_digest if digest is None else digest,
         disposition=disposition,
         reason_code=reason,
+        override=override,
     )
 
 
@@ -320,10 +327,12 @@ def test_unknown_is_always_eligible_and_flagged_unknown_commit():
 
 
 @pytest.mark.parametrize("status", ACTIVE)
-def test_an_active_execution_inactive_longer_than_the_threshold_is_eligible(status):
-    stale = proposal(status)
+def test_an_unowned_active_execution_inactive_longer_than_the_threshold_is_eligible(status):
+    stale = proposal(status, owner_recorded=False)
     assert (stale.eligible, stale.reason_code) == (True, None)
     assert (stale.inactive_for, stale.threshold) == (16 * MINUTE, DEFAULT_STALE_AFTER)
+    assert (stale.eligibility, stale.rule) == (Eligibility.INACTIVE, "inactivity")
+    assert stale.lease_expires_at is None
     assert stale.version == 3
     assert stale.job_execution_id == 31
     assert default_failure_category(stale) is FailureCategory.STALE_RECOVERED
@@ -331,9 +340,89 @@ def test_an_active_execution_inactive_longer_than_the_threshold_is_eligible(stat
 
 @pytest.mark.parametrize("status", ACTIVE)
 @pytest.mark.parametrize("inactive", [MINUTE, 15 * MINUTE])
-def test_an_active_execution_inactive_up_to_the_threshold_is_not_stale(status, inactive):
-    fresh = proposal(status, last_activity_at=NOW - inactive, newest_step_write_at=None)
+def test_an_unowned_active_execution_inactive_up_to_the_threshold_is_not_stale(status, inactive):
+    fresh = proposal(
+        status, owner_recorded=False, last_activity_at=NOW - inactive, newest_step_write_at=None
+    )
     assert (fresh.eligible, fresh.reason_code) == (False, "execution_not_stale")
+    assert fresh.eligibility is None
+
+
+# ------------------------------------------------------------------ owner leases (§11)
+
+
+@pytest.mark.parametrize("status", ACTIVE)
+def test_an_owned_execution_is_eligible_as_soon_as_its_lease_expired(status):
+    """The lease expires TTL after the owner's latest activity: a minute and a
+    millisecond of silence with a 60 s TTL is enough, 15 minutes are not needed."""
+    silent = NOW - MINUTE - timedelta(milliseconds=1)
+    expired = proposal(status, last_activity_at=silent, newest_step_write_at=None)
+    assert (expired.eligible, expired.reason_code) == (True, None)
+    assert (expired.eligibility, expired.rule) == (Eligibility.LEASE_EXPIRED, "lease")
+    assert (expired.threshold, expired.lease_ttl) == (DEFAULT_LEASE_TTL, DEFAULT_LEASE_TTL)
+    assert expired.lease_expires_at == silent + DEFAULT_LEASE_TTL
+
+
+@pytest.mark.parametrize("inactive", [timedelta(0), timedelta(seconds=59), MINUTE])
+def test_an_owned_execution_within_its_lease_is_not_stale(inactive):
+    held = proposal(S.STARTED, last_activity_at=NOW - inactive, newest_step_write_at=None)
+    assert (held.eligible, held.reason_code, held.eligibility) == (
+        False,
+        "execution_not_stale",
+        None,
+    )
+    assert held.lease_expires_at == NOW - inactive + DEFAULT_LEASE_TTL
+
+
+def test_the_lease_counts_from_the_newest_step_write_too():
+    held = proposal(
+        S.STARTED, last_activity_at=NOW - 10 * MINUTE, newest_step_write_at=NOW - 30 * SECOND
+    )
+    assert held.reason_code == "execution_not_stale"
+    assert held.lease_expires_at == NOW + 30 * SECOND
+
+
+def test_the_lease_ttl_is_the_settings_not_the_stale_threshold():
+    short = propose_recovery(
+        evidence(S.STARTED, last_activity_at=NOW - 10 * SECOND, newest_step_write_at=None),
+        now=NOW,
+        stale_after=DEFAULT_STALE_AFTER,
+        lease_ttl=5 * SECOND,
+    )
+    assert (short.eligibility, short.threshold) == (Eligibility.LEASE_EXPIRED, 5 * SECOND)
+
+
+@pytest.mark.parametrize("status", [S.UNKNOWN, *sorted(FINISHED)])
+def test_an_execution_that_is_not_active_holds_no_lease(status):
+    assert proposal(status).lease_expires_at is None
+    assert proposal(status).rule is None
+
+
+def test_unknown_is_eligible_as_an_unknown_status_whatever_its_lease():
+    unknown = proposal(S.UNKNOWN, last_activity_at=NOW, newest_step_write_at=None)
+    assert unknown.eligibility is Eligibility.UNKNOWN_STATUS
+
+
+@pytest.mark.parametrize(
+    "ttl", [timedelta(seconds=4), timedelta(milliseconds=4999), timedelta(hours=24, seconds=1)]
+)
+def test_the_lease_ttl_is_bounded_to_five_seconds_through_24_hours(ttl):
+    with pytest.raises(ValueError, match="between 5 seconds and 24 hours"):
+        validate_lease_ttl(ttl)
+    assert validate_lease_ttl(5 * SECOND) == 5 * SECOND
+    assert validate_lease_ttl(timedelta(hours=24)) == timedelta(hours=24)
+
+
+def test_a_view_derives_its_lease_from_its_activity():
+    view = ExecutionView(
+        execution=job_execution(S.STARTED),
+        owner_recorded=True,
+        last_activity_at=NOW - 10 * SECOND,
+        newest_step_write_at=NOW - 5 * SECOND,
+    )
+    assert view.lease_expires_at(DEFAULT_LEASE_TTL) == NOW + 55 * SECOND
+    unowned = dataclasses.replace(view, owner_recorded=False)
+    assert unowned.lease_expires_at(DEFAULT_LEASE_TTL) is None
 
 
 def test_a_recent_step_write_keeps_an_execution_fresh():
@@ -379,7 +468,12 @@ def test_recovery_not_allowed_comes_before_staleness_and_digest():
 
 
 def test_execution_not_stale_comes_before_the_digest_and_carries_the_seconds():
-    fresh = proposal(S.STARTED, last_activity_at=NOW - 90 * timedelta(seconds=1))
+    fresh = proposal(
+        S.STARTED,
+        owner_recorded=False,
+        last_activity_at=NOW - 90 * SECOND,
+        newest_step_write_at=None,
+    )
     with pytest.raises(ExecutionNotStale) as raised:
         check(fresh, digest="0" * 64)
     assert (raised.value.id, raised.value.inactive_seconds, raised.value.threshold_seconds) == (
@@ -387,6 +481,39 @@ def test_execution_not_stale_comes_before_the_digest_and_carries_the_seconds():
         90,
         900,
     )
+    assert raised.value.lease_expires_at is None
+
+
+def test_execution_not_stale_of_an_owned_execution_names_the_lease_expiry():
+    held = proposal(S.STARTED, last_activity_at=NOW - 20 * SECOND, newest_step_write_at=None)
+    with pytest.raises(ExecutionNotStale) as raised:
+        check(held)
+    assert (raised.value.inactive_seconds, raised.value.threshold_seconds) == (20, 60)
+    assert raised.value.lease_expires_at == instant_text(NOW + 40 * SECOND)
+    assert "lease runs until" in raised.value.message
+    assert "override" in raised.value.message
+
+
+def test_an_override_lets_an_operator_recover_before_the_lease_expires():
+    held = proposal(S.STARTED, last_activity_at=NOW - 20 * SECOND, newest_step_write_at=None)
+    assert check(held, override=True) is Eligibility.OPERATOR_OVERRIDE
+
+
+def test_an_override_of_an_eligible_execution_records_the_rule_that_allowed_it():
+    assert check(proposal(S.STARTED), override=True) is Eligibility.LEASE_EXPIRED
+    assert check(proposal(S.STARTED, owner_recorded=False)) is Eligibility.INACTIVE
+
+
+@pytest.mark.parametrize("status", sorted(FINISHED))
+def test_an_override_never_recovers_a_finished_execution(status):
+    with pytest.raises(RecoveryNotAllowed):
+        check(proposal(status), override=True)
+
+
+def test_an_override_still_needs_the_evidence_the_operator_saw():
+    held = proposal(S.STARTED, last_activity_at=NOW - 20 * SECOND, newest_step_write_at=None)
+    with pytest.raises(RecoveryEvidenceStale):
+        check(held, digest="0" * 64, override=True)
 
 
 def test_recovery_evidence_stale_when_the_digest_differs():

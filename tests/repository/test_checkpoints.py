@@ -159,7 +159,9 @@ def test_a_chunk_commit_is_one_locking_read_and_one_write(repo, running_step):
     sql = [query["sql"] for query in queries.captured_queries]
     assert [statement.split()[0] for statement in sql] == ["SELECT", "UPDATE"]
     if on_postgres():
-        assert sql[0].endswith("FOR NO KEY UPDATE")
+        # Only the step is locked; its execution's claimant is read in the same statement.
+        assert sql[0].endswith("FOR NO KEY UPDATE OF s"), sql[0]
+        assert 'JOIN "ob_job_execution" e' in sql[0]
 
 
 # -- restart state takeover ---------------------------------------------------------

@@ -37,6 +37,7 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.evidence import (
     DEFAULT_STALE_AFTER,
+    Eligibility,
     RecoveryEvidence,
     RecoveryProposal,
     check_recovery,
@@ -335,10 +336,12 @@ def test_5_8_a_stale_execution_of_another_owner_yields_a_version_bound_digest(re
 
 
 def test_5_8_a_young_execution_is_not_stale(repo, clock):
+    """An owned execution within its lease (SPEC §11: 60 s by default)."""
     execution = owned_started(repo, clock)
     clock.advance(MINUTE)
     proposal = proposal_of(repo, clock, execution.id)
     assert (proposal.eligible, proposal.reason_code) == (False, "execution_not_stale")
+    assert proposal.lease_expires_at == clock.now()
     with pytest.raises(ExecutionNotStale) as raised:
         check_recovery(
             proposal,
@@ -347,15 +350,26 @@ def test_5_8_a_young_execution_is_not_stale(repo, clock):
             disposition=D.ABANDON,
             reason_code="ORPHAN_CONFIRMED",
         )
-    assert (raised.value.inactive_seconds, raised.value.threshold_seconds) == (60, 900)
+    assert (raised.value.inactive_seconds, raised.value.threshold_seconds) == (60, 60)
 
 
-def test_the_threshold_is_strict(repo, clock):
+def test_the_lease_is_strict(repo, clock):
     execution = owned_started(repo, clock)
+    clock.advance(MINUTE)
+    assert proposal_of(repo, clock, execution.id).reason_code == "execution_not_stale"
+    clock.advance(timedelta(milliseconds=1))
+    expired = proposal_of(repo, clock, execution.id)
+    assert (expired.eligible, expired.eligibility) == (True, Eligibility.LEASE_EXPIRED)
+
+
+def test_the_threshold_of_an_unowned_execution_is_strict(repo, clock):
+    execution = move(repo, launch(repo, key(run="unowned")), S.STARTED, clock=clock)
     clock.advance(15 * MINUTE)
     assert proposal_of(repo, clock, execution.id).reason_code == "execution_not_stale"
     clock.advance(timedelta(milliseconds=1))
-    assert proposal_of(repo, clock, execution.id).eligible
+    stale = proposal_of(repo, clock, execution.id)
+    assert (stale.eligible, stale.eligibility) == (True, Eligibility.INACTIVE)
+    assert stale.lease_expires_at is None
 
 
 def test_a_finished_execution_is_not_recoverable(repo, clock):

@@ -86,8 +86,9 @@ def test_each_cas_mutation_is_one_locking_read_and_one_update(repo, started, ope
     assert sql[0].startswith("SELECT")
     assert sql[1].startswith("UPDATE")
     if on_postgres():
-        # Only the mutated row is locked (a job execution's read joins its definition).
-        assert re.search(r"FOR NO KEY UPDATE( OF e)?$", sql[0]), sql[0]
+        # Only the mutated row is locked (a job execution's read joins its
+        # definition, a step's its execution's claimant).
+        assert re.search(r"FOR NO KEY UPDATE( OF [es])?$", sql[0]), sql[0]
 
 
 def test_a_refused_mutation_reads_once_and_writes_nothing(repo, started):

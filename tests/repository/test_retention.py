@@ -49,7 +49,12 @@ FLOW_MANIFEST = {
     "format": 2,
     "job": JOB,
     "entry": "load",
-    "nodes": [{"id": "load", "kind": "step"}, {"id": "route", "kind": "decision"}],
+    # Each attempt of the builders runs every step again (SPEC §11: a restart
+    # would skip a COMPLETED one without it).
+    "nodes": [
+        {"id": "load", "kind": "step", "allow_start_if_complete": True},
+        {"id": "route", "kind": "decision"},
+    ],
     "transitions": [
         {"source": "load", "pattern": "*", "target": {"node": "route"}},
         {"source": "route", "pattern": "*", "target": {"terminal": "COMPLETE"}},
@@ -76,10 +81,13 @@ def _finish(repo, clock, execution, status: BatchStatus):
 
 def _steps(repo, clock, execution, count: int, *, rich: bool) -> None:
     """``count`` plain steps; ``rich`` adds a flow step with its decision and a
-    partitioned step whose first partition is assigned to a worker."""
+    partitioned step whose first partition is assigned to a worker. Every attempt
+    runs them all again (``allow_start_if_complete``: rows to purge, not a restart's
+    resume)."""
+    again = {"allow_start_if_complete": True}
     with repo.begin() as uow:
         for index in range(count):
-            step = uow.create_step_execution(execution.id, f"step{index}")
+            step = uow.create_step_execution(execution.id, f"step{index}", **again)
             step = uow.transition_step_execution(step.id, 0, LifecycleTransition(S.STARTED))
             uow.transition_step_execution(step.id, 1, LifecycleTransition(S.COMPLETED))
         if rich:
@@ -98,9 +106,9 @@ def _steps(repo, clock, execution, count: int, *, rich: bool) -> None:
                     source_step_execution_id=load.id,
                 )
             )
-            parent = uow.create_step_execution(execution.id, "partitioned")
+            parent = uow.create_step_execution(execution.id, "partitioned", **again)
             parent = uow.transition_step_execution(parent.id, 0, LifecycleTransition(S.STARTED))
-            worker = uow.create_step_execution(execution.id, "worker-a")
+            worker = uow.create_step_execution(execution.id, "worker-a", **again)
             uow.create_step_partition_plan(
                 parent.id, [PartitionPlanEntry("a"), PartitionPlanEntry("b")]
             )

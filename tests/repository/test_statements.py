@@ -117,9 +117,10 @@ def test_every_column_of_every_table_reads_as_the_orm_reads_it(world: World, loc
 def test_the_statements_the_requests_ran_read_as_the_orm(world: World) -> None:
     statements._selects.clear()
     statements._locked_executions.clear()
+    statements._locked_steps.clear()
     rich_rows(world)
     used = [key for key in list(statements._selects) if key[0] == connection.vendor]
-    assert {key[1].__name__ for key in used} >= {"StepExecution", "StepPartition"}
+    assert {key[1].__name__ for key in used} >= {"StepPartition"}
     for _vendor, model, names, lock in used:
         assert_reads_agree(model, names, lock=lock)
     locked = [
@@ -128,6 +129,27 @@ def test_the_statements_the_requests_ran_read_as_the_orm(world: World) -> None:
     assert locked, "no execution was locked with its extras"
     for names in locked:
         assert_execution_reads_agree(names)
+    steps = [names for vendor, names in statements._locked_steps if vendor == connection.vendor]
+    assert steps, "no step was locked with its execution's claimant"
+    for names in steps:
+        assert_step_reads_agree(names)
+
+
+def assert_step_reads_agree(names: tuple[str, ...]) -> None:
+    """``lock_step``: the step's columns and its execution's claimant, as the
+    ORM's ``values()`` across the foreign key has them."""
+    statement = statements.lock_step(connection, names)
+    rows = models_.StepExecution.objects.all()
+    pks = list(rows.values_list("pk", flat=True))
+    assert pks
+    for pk in pks:
+        with transaction.atomic(), connection.cursor() as cursor:
+            explicit = statement.run(cursor, connection, pk)
+        assert explicit == rows.values(*names, *statements.STEP_EXTRAS).get(pk=pk), pk
+    claimed = [rows.values(*statements.STEP_EXTRAS).get(pk=pk) for pk in pks]
+    assert any(row["job_execution__owner_user_id"] is not None for row in claimed), (
+        "no step of a claimed execution was compared"
+    )
 
 
 def assert_execution_reads_agree(names: tuple[str, ...]) -> None:

@@ -157,6 +157,14 @@ def test_the_list_shows_no_secret_in_one_query(
     with django_assert_num_queries(1):
         rows = api_tokens()
     assert [(row["user"], row["name"]) for row in rows] == [("runner", "a"), ("ops", "b")]
-    assert set(rows[0]) == {"key_prefix", "name", "user", "created_at", "expires_at", "revoked_at"}
+    assert set(rows[0]) == {
+        "key_prefix",
+        "name",
+        "user",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "job_patterns",
+    }
     assert [row["key_prefix"] for row in api_tokens(username="ops")] == [issued[1].row.key_prefix]
     assert all(item.token not in str(rows) and item.row.digest not in str(rows) for item in issued)

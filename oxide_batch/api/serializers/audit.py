@@ -12,6 +12,7 @@ from oxide_batch.api.fields import EnumField, InstantField
 from oxide_batch.api.serializers.base import Output, PageOutput
 from oxide_batch.api.serializers.operator import OperatorRecordOutput
 from oxide_batch.api.serializers.retention import RetentionRecordOutput
+from oxide_batch.domain.evidence import Eligibility
 from oxide_batch.domain.status import BatchStatus
 
 # Audit lists show evidence digests by this many leading hex characters.
@@ -48,6 +49,21 @@ class AuditRecoveryDecisionOutput(Output):
         child=serializers.IntegerField(),
         help_text="The unfinished steps the decision resolved to FAILED, ascending.",
     )
+    eligibility = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "Why it was allowed: `unknown_status`, `inactive`, `lease_expired` or "
+            "`operator_override` (null for decisions recorded before schema 5)."
+        ),
+    )
+    override = serializers.SerializerMethodField(
+        help_text="true when an operator's override allowed it (its note is `override_note`)."
+    )
+    override_note = serializers.CharField(allow_null=True)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_override(self, row: Mapping[str, Any]) -> bool:
+        return bool(row["eligibility"] == Eligibility.OPERATOR_OVERRIDE.value)
 
     @extend_schema_field(serializers.CharField())
     def get_evidence_digest_prefix(self, row: Mapping[str, Any]) -> str:

@@ -79,6 +79,12 @@ class DescriptorOutput(Output):
     descriptor_version = serializers.IntegerField()
     schema_version = serializers.IntegerField()
     capabilities = serializers.ListField(child=serializers.CharField())
+    lease_ttl_seconds = serializers.IntegerField(
+        help_text=(
+            "OXIDE_BATCH_LEASE_TTL: a claimed execution's owner loses its lease this long "
+            "after its latest activity; observe `control` well within it (e.g. every TTL/4)."
+        )
+    )
 
 
 class DefinitionOutput(Output):

@@ -104,6 +104,23 @@ class DefinitionRefOutput(Output):
     digest = serializers.CharField()
 
 
+class LeaseOutput(Output):
+    """The owner's lease (SPEC §11)."""
+
+    ttl_seconds = serializers.IntegerField(
+        help_text=(
+            "OXIDE_BATCH_LEASE_TTL: the lease expires this long after the owner's latest activity."
+        )
+    )
+    expires_at = InstantField(
+        help_text=(
+            "`last_activity_at` + TTL. Past it the execution may be recovered at once (the "
+            "watchdog does): keep the lease alive by writing or observing `control` well "
+            "within the TTL (the Python client's heartbeat observes every TTL/4)."
+        )
+    )
+
+
 class ExecutionOutput(Output):
     """A job execution. ``updated_at`` is when the row's version last moved (a
     transition, an exit status, a recovery; not a step's chunk commit, not a
@@ -139,6 +156,11 @@ class ExecutionOutput(Output):
         source="extras.definition",
         allow_null=True,
         help_text="null for an attempt bound to the built-in legacy definition",
+    )
+    lease = LeaseOutput(
+        source="extras.lease",
+        allow_null=True,
+        help_text="The owner's lease while the execution is active and claimed; else null.",
     )
 
 

@@ -11,6 +11,7 @@ from oxide_batch.api.fields import (
     EnvelopeField,
     InstantField,
     NameField,
+    StrictBooleanField,
     StrictIntegerField,
 )
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
@@ -28,14 +29,23 @@ class StepInput(Input):
         NameKind.NODE, required=False, help_text="Flow node; default: the step name."
     )
     start_limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_START_LIMIT)
+    allow_start_if_complete = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "In a restart attempt: run the step again, from nothing, although it COMPLETED in "
+            "an earlier attempt (else that is `not_restartable`: a restart skips it). For a "
+            "node of a flow plan the manifest node's own attribute decides."
+        ),
+    )
 
-    def to_domain(self) -> tuple[str, str | None, int | None]:
+    def to_domain(self) -> tuple[str, str | None, int | None, bool]:
         data = self.validated_data
         step_name = name("step_name", NameKind.STEP, data["step_name"])
         node_id = data.get("node_id")
         if node_id is not None:
             name("node_id", NameKind.NODE, node_id)
-        return step_name, node_id, data.get("start_limit")
+        return step_name, node_id, data.get("start_limit"), data["allow_start_if_complete"]
 
 
 class CountsInput(Input):

@@ -33,6 +33,7 @@ OPERATION_ID_PARAMETER = OpenApiParameter(
 
 class RecoveryDecisionsView(BatchView):
     required_permissions = READ
+    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
 
     @endpoint(
         operation_id="list_recovery_decisions",
@@ -51,6 +52,7 @@ class RecoveryDecisionsView(BatchView):
 
 class OperatorRequestsView(BatchView):
     required_permissions = READ
+    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
 
     @endpoint(
         operation_id="list_operator_requests",
@@ -76,6 +78,7 @@ class OperatorRequestsView(BatchView):
 
 class RetentionRecordsView(BatchView):
     required_permissions = READ
+    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
 
     @endpoint(
         operation_id="list_retention_records",

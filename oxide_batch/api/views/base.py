@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from oxide_batch.api import deps
+from oxide_batch.api import deps, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.contract import ApiContract
 from oxide_batch.api.errors import at
@@ -22,7 +22,8 @@ from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.throttling import OperatorRateThrottle
 from oxide_batch.domain.errors import IdentifierOutOfRange
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
-from oxide_batch.repository.port import JobRepository
+from oxide_batch.domain.jobscope import check_scope, pattern_regex
+from oxide_batch.repository.port import JobRepository, UnitOfWork
 from oxide_batch.services.audit import Actor
 
 K = IdentifierKind
@@ -35,8 +36,9 @@ PATH_IDS: Mapping[str, IdentifierKind] = {
     "step_id": K.STEP_EXECUTION,
     "partition_id": K.STEP_PARTITION,
 }
-STATE_ERRORS = {409: ("stale_version", "version_exhausted")}
+STATE_ERRORS = {409: ("execution_owned", "stale_version", "invalid_state", "version_exhausted")}
 TRANSITION_ERRORS = (
+    "execution_owned",
     "stale_version",
     "illegal_transition",
     "restart_requires_new_attempt",
@@ -49,12 +51,15 @@ TRANSITION_ERRORS = (
 
 class BatchView(ApiContract):
     """Base of every batch endpoint: the API's own DRF classes (whatever the
-    host's settings), per-method permissions, path ids checked."""
+    host's settings), per-method permissions, path ids checked, the token's job
+    scope applied (SPEC §11)."""
 
     permission_classes = [BatchPermission]
     # Counts only the operator actions' methods (oxide_batch.api.throttling).
     throttle_classes = [OperatorRateThrottle]
     required_permissions: ClassVar[Mapping[str, str]] = {}
+    # Operator endpoints act for an operator, bound by no job scope (SPEC §11).
+    job_scoped: ClassVar[bool] = True
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -66,10 +71,44 @@ class BatchView(ApiContract):
                 raise IdentifierOutOfRange(kind=kind.value, value=value)
             with at(key):
                 validate_identifier(kind, value)
+        patterns = self.job_patterns()
+        if patterns is None:
+            return
+        for key, value in kwargs.items():
+            if key in PATH_IDS:
+                # One indexed read, for a limited token only; an unknown id is the
+                # view's 404, not a 403.
+                job_name = selectors.job_name_of(key, value)
+                if job_name is not None:
+                    check_scope(patterns, job_name)
+
+    def job_patterns(self) -> tuple[str, ...] | None:
+        """The job names the request's token is limited to (``None``: every job,
+        or an operator endpoint, or a session)."""
+        if not self.job_scoped:
+            return None
+        return token_job_patterns(self.request)
+
+    def check_job(self, job_name: str) -> None:
+        """``JobNotPermitted`` (403) for a job outside the token's scope."""
+        check_scope(self.job_patterns(), job_name)
+
+    def scoped(self, queryset: Any) -> Any:
+        """``queryset`` (of rows with a ``job_name``) limited to the token's jobs."""
+        patterns = self.job_patterns()
+        if patterns is None:
+            return queryset
+        return queryset.filter(job_name__regex=pattern_regex(patterns))
 
     @staticmethod
     def repository() -> JobRepository:
         return deps.repository()
+
+    def unit_of_work(self) -> UnitOfWork:
+        """A unit of work for the request's user: its claims record the user, and
+        its runtime writes to an execution another user claimed are refused
+        (SPEC §11 "Only the claimant writes")."""
+        return deps.repository().begin(runtime_user_id=self.request.user.pk)
 
     @staticmethod
     def read(serializer_class: type[s.Input], data: Any) -> Any:
@@ -124,6 +163,12 @@ REPLAY_DOC = (
     "operation id is `operation_id_conflict`; a refusal by a rule is recorded "
     "(REJECTED) and replays as the same problem."
 )
+
+
+def token_job_patterns(request: Request) -> tuple[str, ...] | None:
+    """The job patterns of the request's API token (``None``: not limited)."""
+    patterns = getattr(request.auth, "job_patterns", None)
+    return tuple(patterns) if patterns else None
 
 
 def actor_of(request: Request) -> Actor:

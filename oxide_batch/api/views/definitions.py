@@ -11,6 +11,7 @@ from oxide_batch.api import serializers as s
 from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import READ, RUN, BatchView
+from oxide_batch.conf import batch_settings
 
 
 class DescriptorView(BatchView):
@@ -32,6 +33,7 @@ class DescriptorView(BatchView):
                     "descriptor_version": descriptor.descriptor_version,
                     "schema_version": descriptor.schema_version,
                     "capabilities": sorted(c.value for c in descriptor.capabilities),
+                    "lease_ttl_seconds": int(batch_settings.LEASE_TTL.total_seconds()),
                 }
             ).data
         )
@@ -56,7 +58,8 @@ class DefinitionsView(BatchView):
     )
     def post(self, request: Request) -> Response:
         job_name, revision, manifest = self.read(s.DefinitionInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        self.check_job(job_name)
+        with self.unit_of_work() as uow:
             registration = uow.register_definition(job_name, revision, manifest)
             uow.commit()
         definition = registration.definition
@@ -89,7 +92,8 @@ class UpgradesView(BatchView):
     )
     def post(self, request: Request) -> Response:
         edge = self.read(s.UpgradeInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        self.check_job(edge.job_name)
+        with self.unit_of_work() as uow:
             created = uow.register_definition_upgrade(edge)
             uow.commit()
         return Response(

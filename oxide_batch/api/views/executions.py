@@ -79,7 +79,7 @@ class InstanceExecutionsView(BatchView):
     )
     def post(self, request: Request, instance_id: int) -> Response:
         digest = self.read(s.LaunchInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
             record = selectors.with_extras(execution, uow)
             uow.commit()
@@ -126,7 +126,7 @@ class ExecutionsView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request) -> Response:
-        queryset = apply_filters(ExecutionFilter, request, selectors.executions())
+        queryset = self.scoped(apply_filters(ExecutionFilter, request, selectors.executions()))
         return self.page(request, queryset, s.ExecutionOutput, selectors.execution_record_from_row)
 
 
@@ -166,7 +166,7 @@ class ExecutionTransitionView(BatchView):
     )
     def post(self, request: Request, execution_id: int) -> Response:
         expected, transition = self.read(s.TransitionInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             execution = uow.transition_job_execution(
                 execution_id, expected, transition, by_runtime=True
             )
@@ -191,7 +191,7 @@ class ExecutionExitStatusView(BatchView):
     )
     def post(self, request: Request, execution_id: int) -> Response:
         expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
             record = selectors.with_extras(execution, uow)
             uow.commit()
@@ -218,7 +218,7 @@ class ExecutionClaimView(BatchView):
     )
     def post(self, request: Request, execution_id: int) -> Response:
         expected, token = self.read(s.ClaimInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             view = uow.claim_execution_owner(execution_id, expected, token)
             record = selectors.with_extras(view.execution, uow)
             uow.commit()
@@ -238,14 +238,14 @@ class ExecutionControlView(BatchView):
         permission=RUN_BATCH,
         request=s.ControlInput,
         ok={200: s.ControlOutput},
-        errors={404: ("job_execution_not_found",), 409: ("version_exhausted",)},
+        errors={404: ("job_execution_not_found",), 409: ("invalid_state", "version_exhausted")},
         body=True,
         path_ids=True,
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
         token = self.read(s.ControlInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             control = uow.observe_execution_control(execution_id, token)
             record = selectors.with_extras(control.execution.execution, uow)
             uow.commit()

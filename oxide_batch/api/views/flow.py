@@ -31,7 +31,7 @@ class FlowStepView(BatchView):
     def get(self, request: Request, instance_id: int, node_id: str) -> Response:
         with at("node_id"):
             validate_name(node_id, NameKind.NODE)
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             step = uow.latest_flow_step(instance_id, node_id)
             if step is None:
                 uow.get_job_instance(instance_id)
@@ -52,7 +52,7 @@ class FlowDecisionsView(BatchView):
         tags=["flow"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             decisions = uow.flow_decisions(execution_id)
             if not decisions:
                 uow.get_job_execution(execution_id)
@@ -66,7 +66,7 @@ class FlowDecisionsView(BatchView):
         ok={201: s.FlowDecisionOutput},
         errors={
             404: ("job_execution_not_found",),
-            409: ("flow_state_corrupt", "concurrent_modification"),
+            409: ("execution_owned", "flow_state_corrupt", "concurrent_modification"),
         },
         body=True,
         path_ids=True,
@@ -75,7 +75,7 @@ class FlowDecisionsView(BatchView):
     def post(self, request: Request, execution_id: int) -> Response:
         serializer = self.read(s.FlowDecisionInput, request.data)
         decision_request = serializer.request_for(execution_id)
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             decision = uow.append_flow_decision(decision_request)
             uow.commit()
         return Response(s.FlowDecisionOutput(decision).data, status=http.HTTP_201_CREATED)
@@ -98,7 +98,7 @@ class ReusableFlowDecisionView(BatchView):
     def get(self, request: Request, instance_id: int) -> Response:
         query = {k: v for k, v in request.query_params.items() if k != "format"}
         node, fingerprint, input_digest, kind = self.read(s.ReusableQuery, query).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             decision = uow.find_reusable_flow_decision(
                 instance_id, node, fingerprint, input_digest, kind
             )

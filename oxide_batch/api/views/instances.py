@@ -36,7 +36,7 @@ class InstancesView(BatchView):
         tags=["instances"],
     )
     def get(self, request: Request) -> Response:
-        queryset = apply_filters(InstanceFilter, request, selectors.instances())
+        queryset = self.scoped(apply_filters(InstanceFilter, request, selectors.instances()))
         return self.page(request, queryset, s.InstanceOutput, selectors.instance_record_from_row)
 
     @endpoint(
@@ -52,7 +52,8 @@ class InstancesView(BatchView):
     )
     def post(self, request: Request) -> Response:
         key = self.read(s.InstanceInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        self.check_job(key.job_name)
+        with self.unit_of_work() as uow:
             selection = uow.select_or_create_job_instance(key)
             record = selectors.instance_record(selection.instance.id)
             uow.commit()

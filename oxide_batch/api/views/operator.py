@@ -24,6 +24,7 @@ def operator_response(result: OperatorResult, *, recover: bool = False) -> Respo
 
 class RecoveryProposalView(BatchView):
     required_permissions = READ
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="get_recovery_proposal",
@@ -46,6 +47,7 @@ class RecoveryProposalView(BatchView):
 
 class RecoverView(BatchView):
     required_permissions = {"POST": RECOVER_EXECUTION}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="recover_execution",
@@ -54,7 +56,10 @@ class RecoverView(BatchView):
             "The proposal is recomputed under the execution lock; checked in order: "
             "`stale_version`, `recovery_not_allowed`, `execution_not_stale`, "
             "`recovery_evidence_stale`, `unresolved_recovery_required` (an unknown "
-            "commit is marked FAILED only with the reason `UNKNOWN_EFFECT`). " + REPLAY_DOC
+            "commit is marked FAILED only with the reason `UNKNOWN_EFFECT`). An active "
+            "execution is eligible once its owner's lease expired (claimed) or once "
+            "inactive past the stale threshold (unclaimed); earlier only with `override` "
+            "and an `override_note`. " + REPLAY_DOC
         ),
         permission=RECOVER_EXECUTION,
         request=s.RecoverInput,
@@ -90,12 +95,14 @@ class RecoverView(BatchView):
             operation_id=command.operation_id,
             failure_category=command.failure_category,
             failure_id=command.failure_id,
+            override_note=command.override_note,
         )
         return operator_response(result, recover=True)
 
 
 class StopView(BatchView):
     required_permissions = {"POST": STOP_EXECUTION}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="stop_execution",
@@ -136,6 +143,7 @@ class StopView(BatchView):
 
 class AbandonView(BatchView):
     required_permissions = {"POST": ABANDON_EXECUTION}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="abandon_execution",

@@ -50,7 +50,7 @@ class PartitionPlanView(BatchView):
         tags=["partitions"],
     )
     def get(self, request: Request, step_id: int) -> Response:
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             plan = uow.step_partition_plan(step_id)
         return Response(partitions_data(request, step_id, plan))
 
@@ -63,7 +63,7 @@ class PartitionPlanView(BatchView):
         errors={
             400: ("empty_partition_plan", "partition_plan_too_large", "duplicate_partition_key"),
             404: ("step_execution_not_found",),
-            409: ("partition_parent_not_active", "partition_plan_exists"),
+            409: ("execution_owned", "partition_parent_not_active", "partition_plan_exists"),
         },
         body=True,
         path_ids=True,
@@ -71,7 +71,7 @@ class PartitionPlanView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         entries = self.read(s.PartitionPlanInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             plan = uow.create_step_partition_plan(step_id, entries)
             uow.commit()
         return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
@@ -99,6 +99,7 @@ class PartitionRestartView(BatchView):
         errors={
             404: ("step_execution_not_found",),
             409: (
+                "execution_owned",
                 "not_restartable",
                 "partition_parent_not_active",
                 "partition_plan_exists",
@@ -113,7 +114,7 @@ class PartitionRestartView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         source = self.read(s.PlanRestartInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             with at("source_step_execution_id"):  # the node/instance pairing, checked there
                 plan = uow.restart_step_partition_plan(source, step_id)
             uow.commit()
@@ -132,6 +133,7 @@ class PartitionAssignView(BatchView):
         errors={
             404: ("step_partition_not_found", "step_execution_not_found"),
             409: (
+                "execution_owned",
                 "stale_version",
                 "partition_parent_not_active",
                 "partition_update_not_allowed",
@@ -146,7 +148,7 @@ class PartitionAssignView(BatchView):
     )
     def post(self, request: Request, partition_id: int) -> Response:
         expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             partition = uow.assign_step_partition(partition_id, expected, worker)
             uow.commit()
         return Response(partition_data(request, partition))
@@ -165,6 +167,7 @@ class PartitionCompleteView(BatchView):
         errors={
             404: ("step_partition_not_found", "step_execution_not_found"),
             409: (
+                "execution_owned",
                 "stale_version",
                 "partition_parent_not_active",
                 "partition_update_not_allowed",
@@ -180,7 +183,7 @@ class PartitionCompleteView(BatchView):
     )
     def post(self, request: Request, partition_id: int) -> Response:
         expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             partition = uow.complete_step_partition(partition_id, expected, worker)
             uow.commit()
         return Response(partition_data(request, partition))
@@ -201,6 +204,7 @@ class AggregateView(BatchView):
         errors={
             404: ("step_execution_not_found",),
             409: (
+                "execution_owned",
                 "stale_version",
                 "partition_parent_not_active",
                 "partition_aggregation_incomplete",
@@ -215,7 +219,7 @@ class AggregateView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         expected = self.read(s.AggregateInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             step = uow.aggregate_step_partitions(step_id, expected)
             uow.commit()
         return Response(render.step_data(step))

@@ -16,6 +16,7 @@ from oxide_batch.api.views.base import REPLAY_DOC, BatchView, actor_of
 
 class HoldView(BatchView):
     required_permissions = {"PUT": HOLD_INSTANCE, "DELETE": HOLD_INSTANCE}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="place_hold",
@@ -68,6 +69,7 @@ class HoldView(BatchView):
 
 class PurgeSurveyView(BatchView):
     required_permissions = {"POST": PURGE_METADATA}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="survey_purge",
@@ -99,6 +101,7 @@ class PurgeSurveyView(BatchView):
 
 class PurgeApplyView(BatchView):
     required_permissions = {"POST": PURGE_METADATA}
+    job_scoped = False  # an operator endpoint (SPEC §11)
 
     @endpoint(
         operation_id="apply_purge",

@@ -52,7 +52,12 @@ class ExecutionStepsView(BatchView):
             "With `node_id` or `start_limit` it is a flow step: the node's starts across "
             "the instance count against the limit. In a restart attempt the step takes "
             "over the newest earlier state of the same step (or node), verified: state "
-            "that does not verify is `fault_state_corrupt` and no step is created."
+            "that does not verify is `fault_state_corrupt` and no step is created. Only a "
+            "FAILED or STOPPED earlier row is taken over: a COMPLETED one is "
+            "`not_restartable` (a restart skips it) unless `allow_start_if_complete`, an "
+            "ABANDONED one is `not_restartable` (skipped), an UNKNOWN one is "
+            "`not_restartable` until an operator resolves it. Once the execution is "
+            "claimed, only the claimant's user may create its steps (`execution_owned`)."
         ),
         permission=RUN_BATCH,
         request=s.StepInput,
@@ -60,6 +65,8 @@ class ExecutionStepsView(BatchView):
         errors={
             404: ("job_execution_not_found",),
             409: (
+                "execution_owned",
+                "not_restartable",
                 "invalid_state",
                 "step_execution_exists",
                 "start_limit_exceeded",
@@ -74,13 +81,19 @@ class ExecutionStepsView(BatchView):
         tags=["steps"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
-        step_name, node_id, start_limit = self.read(s.StepInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        step_name, node_id, start_limit, allow = self.read(s.StepInput, request.data).to_domain()
+        with self.unit_of_work() as uow:
             if node_id is None and start_limit is None:
-                step = uow.create_step_execution(execution_id, step_name)
+                step = uow.create_step_execution(
+                    execution_id, step_name, allow_start_if_complete=allow
+                )
             else:
                 step = uow.create_flow_step_execution(
-                    execution_id, step_name, node_id or step_name, start_limit
+                    execution_id,
+                    step_name,
+                    node_id or step_name,
+                    start_limit,
+                    allow_start_if_complete=allow,
                 )
             uow.commit()
         return Response(render.step_data(step), status=http.HTTP_201_CREATED)
@@ -118,7 +131,7 @@ class StepTransitionView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         expected, transition = self.read(s.TransitionInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             step = uow.transition_step_execution(step_id, expected, transition)
             uow.commit()
         return Response(render.step_data(step))
@@ -140,7 +153,7 @@ class StepExitStatusView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             step = uow.enrich_step_exit_status(step_id, expected, exit_code)
             uow.commit()
         return Response(render.step_data(step))
@@ -160,7 +173,7 @@ class CheckpointView(BatchView):
         tags=["steps"],
     )
     def get(self, request: Request, step_id: int) -> Response:
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             state = uow.step_state(step_id)
         return Response(
             s.CheckpointOutput(
@@ -184,7 +197,13 @@ class CheckpointView(BatchView):
         ok={200: s.StepOutput},
         errors={
             404: ("step_execution_not_found",),
-            409: ("stale_version", "invalid_state", "count_exhausted", "version_exhausted"),
+            409: (
+                "execution_owned",
+                "stale_version",
+                "invalid_state",
+                "count_exhausted",
+                "version_exhausted",
+            ),
         },
         body=True,
         path_ids=True,
@@ -192,7 +211,7 @@ class CheckpointView(BatchView):
     )
     def post(self, request: Request, step_id: int) -> Response:
         expected, counts, checkpoint, context = self.read(s.ChunkInput, request.data).to_domain()
-        with self.repository().begin() as uow:
+        with self.unit_of_work() as uow:
             step = uow.commit_chunk(
                 step_id, expected, counts, checkpoint=checkpoint, context=context
             )

@@ -52,6 +52,7 @@ def token_json(row: dict[str, Any], now: datetime) -> dict[str, Any]:
         "created_at": instant(row["created_at"]),
         "expires_at": instant(row["expires_at"]),
         "revoked_at": instant(row["revoked_at"]),
+        "jobs": row["job_patterns"],
     }
 
 
@@ -83,6 +84,15 @@ class Command(OxideCommand):
             action="store_true",
             help="revoke the user's other live tokens of the same name",
         )
+        create.add_argument(
+            "--job",
+            action="append",
+            metavar="PATTERN",
+            help=(
+                "limit the token to jobs whose name matches PATTERN (* any characters, "
+                "? one; repeatable): it cannot create, launch, read or write other jobs"
+            ),
+        )
         listing = actions.add_parser("list", help="list tokens (never a secret)")
         listing.add_argument("--user", help="only this user's tokens")
         revoke = actions.add_parser("revoke", help="revoke a token: it answers 401 at once")
@@ -109,6 +119,7 @@ class Command(OxideCommand):
                 groups=options["group"],
                 create_user=options["create_user"],
                 replace=options["replace"],
+                job_patterns=options["job"],
             )
             row = issued.row
             return {
@@ -118,6 +129,7 @@ class Command(OxideCommand):
                 "user": options["user"],
                 "created_at": instant(row.created_at),
                 "expires_at": instant(row.expires_at),
+                "jobs": row.job_patterns,
             }
         if self.action == "list":
             rows = api_tokens(username=options["user"])
@@ -136,9 +148,11 @@ class Command(OxideCommand):
         if self.action == "create":
             self.stdout.write(document["token"])
             if self.verbosity > 0:
+                jobs = document["jobs"]
+                scope = "" if jobs is None else f", limited to jobs {', '.join(jobs)}"
                 self.stderr.write(
                     f"API token {document['key_prefix']}… ({document['name']}) of "
-                    f"{document['user']}: shown this once, store it now"
+                    f"{document['user']}{scope}: shown this once, store it now"
                 )
         elif self.action == "list":
             self._render_list(document["tokens"])
@@ -161,7 +175,8 @@ class Command(OxideCommand):
             times = " / ".join(
                 token[key] or "-" for key in ("created_at", "expires_at", "revoked_at")
             )
+            jobs = "" if token["jobs"] is None else f"  jobs: {', '.join(token['jobs'])}"
             self.stdout.write(
                 f"{token['key_prefix']:<12}  {token['name'][:24]:<24}  "
-                f"{token['user'][:24]:<24}  {token['state']:<7}  {times}"
+                f"{token['user'][:24]:<24}  {token['state']:<7}  {times}{jobs}"
             )
