@@ -791,9 +791,7 @@ def _restart_attempt_parent(
         attempt = uow.transition_job_execution(attempt.id, 0, LifecycleTransition(S.STARTED))
         # A parent that COMPLETED (the budget test aggregates it) runs again only
         # when asked (SPEC §11): the test carries its plan all the same.
-        parent = uow.create_step_execution(
-            attempt.id, "partitioned", allow_start_if_complete=True
-        )
+        parent = uow.create_step_execution(attempt.id, "partitioned", allow_start_if_complete=True)
         uow.commit()
     return parent
 
