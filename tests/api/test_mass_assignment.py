@@ -196,8 +196,8 @@ LIFECYCLE = {"status", "started_at", *ENDING, *RUNTIME_WRITE}
 CHECKPOINT = {"checkpoint", "checkpoint_checksum", "context", "context_checksum"}
 HOLD = {"hold_actor", "hold_user_id", "hold_reason_code", "hold_placed_at"}
 # Evidence and bookkeeping that never move the version (docs/decisions.md 29).
-VERSIONLESS = {"owner_token", "owner_user_id", "stop_requested_at", "stop_requested_by", "last_observed_at",
-               "last_activity_at", *HOLD}  # fmt: skip
+VERSIONLESS = {"owner_token", "owner_user_id", "stop_requested_at", "stop_requested_by",
+               "last_observed_at", "last_activity_at", *HOLD}  # fmt: skip
 
 
 @dataclass(frozen=True)
