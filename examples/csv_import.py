@@ -24,7 +24,7 @@ from pathlib import Path
 
 from local_server import add_server_arguments
 
-from oxide_batch.client import ExecutionFenced, RuntimeClient
+from oxide_batch.client import ExecutionFenced, RuntimeClient, StepRun
 from oxide_batch.domain.errors import CompletedInstance, ExecutionAlreadyActive
 
 JOB = "csv_import"
@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--business-date", default="2026-07-29")
     parser.add_argument("--chunk-size", type=int, default=100)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds after each chunk")
+    parser.add_argument(
+        "--chunk-seconds", type=float, default=0.0, help="seconds each chunk takes before its commit"
+    )
     parser.add_argument("--poll-interval", type=float, default=10.0)
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -77,19 +80,26 @@ def main(argv: list[str] | None = None) -> int:
         {"business_date": options.business_date, "input": options.input.name},
         poll_interval=options.poll_interval,
     )
+    offset = 0
+
+    def load(step: StepRun) -> None:
+        nonlocal offset
+        offset = int(step.checkpoint.get("offset", 0)) if step.checkpoint else 0
+        print(
+            f"execution {run.execution.id} attempt {run.execution.attempt}: "
+            f"starting at offset {offset}",
+            flush=True,
+        )
+        for chunk in read_chunks(options.input, start=offset, size=options.chunk_size):
+            time.sleep(options.chunk_seconds)  # the chunk's work (its lease is kept alive)
+            write(database, chunk)
+            offset = chunk[-1][0] + 1
+            step.commit(read=len(chunk), written=len(chunk), checkpoint={"offset": offset})
+            time.sleep(options.pause)
+
     try:
-        with run, run.step("load") as step:
-            offset = int(step.checkpoint.get("offset", 0)) if step.checkpoint else 0
-            print(
-                f"execution {run.execution.id} attempt {run.execution.attempt}: "
-                f"starting at offset {offset}",
-                flush=True,
-            )
-            for chunk in read_chunks(options.input, start=offset, size=options.chunk_size):
-                write(database, chunk)
-                offset = chunk[-1][0] + 1
-                step.commit(read=len(chunk), written=len(chunk), checkpoint={"offset": offset})
-                time.sleep(options.pause)
+        with run:
+            run.run_step("load", load)  # skipped on a restart once it COMPLETED
     except ExecutionFenced as fenced:
         print(f"fenced: {fenced}", file=sys.stderr)
         return 3

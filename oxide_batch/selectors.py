@@ -17,7 +17,7 @@ from django.db.models.functions import TruncDate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.api.roles import APP_LABEL, PERMISSIONS
-from oxide_batch.domain.errors import JobExecutionNotFound
+from oxide_batch.domain.errors import JobExecutionNotFound, Unavailable
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import statements
@@ -89,6 +89,41 @@ def unresolved_executions_queryset(
         Q(status=BatchStatus.UNKNOWN.value)
         | (Q(last_activity_at__lt=cutoff) & ~Exists(recent_step_write))
     )
+
+
+def expired_lease_candidates(
+    *, now: datetime, lease_ttl: timedelta, after_id: int = 0, limit: int = 100
+) -> list[int]:
+    """Ids of the claimed, active executions whose owner has been silent longer
+    than ``lease_ttl`` by ``now`` (no runtime write, observation or step write
+    since): the watchdog's candidates, ascending, after ``after_id`` (keyset).
+    One query on the partial index of unresolved executions; the caller reads
+    their proposals, which decide (a write may land in between)."""
+    rows = (
+        unresolved_executions_queryset(now=now, inactive_for=lease_ttl)
+        .filter(owner_token__isnull=False, pk__gt=after_id)
+        .exclude(status=BatchStatus.UNKNOWN.value)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    return list(rows[:limit])
+
+
+def database_uptime(using: str = "default") -> timedelta | None:
+    """How long the database server has been running as a primary that takes
+    writes (PostgreSQL's ``now() - pg_postmaster_start_time()``); ``None`` where
+    the database cannot tell (SQLite). ``Unavailable`` when the server is a
+    standby in recovery (read-only: nothing can be recovered there)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now() - pg_postmaster_start_time(), pg_is_in_recovery()")
+        row = cursor.fetchone()
+    if row is None or row[1]:
+        raise Unavailable()
+    uptime: timedelta = row[0]
+    return uptime
 
 
 def unresolved_executions(

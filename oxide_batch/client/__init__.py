@@ -1,8 +1,9 @@
 """A small typed Python client of the runtime API (stdlib only, no Django).
 
+>>> def load(step):
+...     step.commit(read=100, written=100, checkpoint={"offset": 100})
 >>> with client.job_run("nightly_import", {"business_date": "2026-07-29"}) as run:
-...     with run.step("load") as step:
-...         step.commit(read=100, written=100, checkpoint={"offset": 100})
+...     run.run_step("load", load)    # skipped on a restart once it COMPLETED
 
 is the high-level API (:mod:`oxide_batch.client.jobs`); underneath, one call
 per request:
@@ -28,6 +29,7 @@ from oxide_batch.client.errors import (
     ExecutionFenced,
     InvalidRequest,
     StepFailed,
+    StepSkipped,
     StopRequested,
     Throttled,
     error_from_problem,
@@ -40,6 +42,7 @@ from oxide_batch.client.models import (
     FlowDecision,
     HoldOutcome,
     Instance,
+    Lease,
     OperatorOutcome,
     Partition,
     RecoveryProposal,
@@ -62,6 +65,7 @@ __all__ = [
     "Instance",
     "InvalidRequest",
     "JobRun",
+    "Lease",
     "OperatorClient",
     "OperatorOutcome",
     "Outcome",
@@ -72,6 +76,7 @@ __all__ = [
     "Step",
     "StepFailed",
     "StepRun",
+    "StepSkipped",
     "StepState",
     "StopRequested",
     "Superseded",

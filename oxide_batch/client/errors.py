@@ -149,6 +149,24 @@ class ExecutionFenced(Exception):
         self.step_id = step_id
 
 
+class StepSkipped(Exception):
+    """A restart skips this step: it COMPLETED (or was ABANDONED) in an earlier
+    attempt (SPEC §11, as Spring Batch skips a completed step). ``run.run_step``
+    skips its work and goes on; ``with run.step(...)`` cannot skip its block, so
+    it raises this on entering — use ``run.run_step(name, work)`` in a job that
+    may restart, or ``allow_start_if_complete=True`` to run the step again."""
+
+    def __init__(self, step_name: str, status: str, earlier_step_execution_id: int | None) -> None:
+        super().__init__(
+            f"step {step_name!r} is {status} in an earlier attempt (step execution "
+            f"{earlier_step_execution_id}): a restart skips it — run it with "
+            "run.run_step(name, work), which skips it, or allow_start_if_complete=True"
+        )
+        self.step_name = step_name
+        self.status = status
+        self.earlier_step_execution_id = earlier_step_execution_id
+
+
 class StepFailed(Exception):
     """A step ended FAILED (or UNKNOWN) without an exception of this process to
     show — a partitioned step whose aggregation took a worker's failure.

@@ -10,11 +10,19 @@
 
 Entering :class:`JobRun` launches the instance's next attempt (a restart when
 the latest attempt is STOPPED or FAILED), records this runtime's owner token and
-moves it to STARTED. While it runs, a daemon thread observes ``control`` at
-least once per ``poll_interval`` (SPEC §9: the activity that keeps a live run
-from looking stale); every chunk commit and every step start observes it too,
-and raises ``StopRequested`` once the execution is STOPPING or
-``ExecutionFenced`` once it is no longer this runtime's. Leaving ends the
+moves it to STARTED. Claiming makes this runtime the owner, holding a lease the
+server announces in the claim's answer (``OXIDE_BATCH_LEASE_TTL``): it expires
+that long after the runtime's latest write or observation, and then the
+execution may be recovered at once (``manage.py batch_watchdog`` does). While it
+runs, a daemon heartbeat thread observes ``control`` every
+``min(poll_interval, TTL / 4)`` seconds — a long chunk of a live worker never
+lets the lease expire; every chunk commit and every step start observes it
+too, and raises ``StopRequested`` once the execution is STOPPING or
+``ExecutionFenced`` once it is no longer this runtime's.
+
+``run.run_step(name, work)`` runs ``work(step)`` inside a step, and skips it on
+a restart when the step COMPLETED in an earlier attempt (Spring Batch's rule;
+``allow_start_if_complete=True`` runs it again from the start). Leaving ends the
 execution: COMPLETED (STOPPED when a stop arrived after the last boundary);
 STOPPED after ``StopRequested`` (which it swallows); UNKNOWN (``UNKNOWN_COMMIT``)
 after a commit whose outcome stayed unknown; FAILED with the failing step's
@@ -33,10 +41,15 @@ from concurrent.futures import Executor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
-from oxide_batch.client.models import Execution, Instance, Partition, Step
+from oxide_batch.client.errors import ExecutionFenced, StepFailed, StepSkipped, StopRequested
+from oxide_batch.client.models import Execution, Instance, Lease, Partition, Step
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
-from oxide_batch.domain.errors import CommitOutcomeUnknown, OxideBatchError
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    ExecutionOwned,
+    InvalidState,
+    OxideBatchError,
+)
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.status import BatchStatus
 
@@ -45,15 +58,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("oxide_batch.client.jobs")
 
-#: Seconds between two observations of ``control`` while no chunk is committed.
+#: Seconds between two observations of ``control`` at most (the heartbeat runs
+#: more often when the lease TTL asks: every TTL / LEASE_FRACTION).
 DEFAULT_POLL_INTERVAL = 10.0
+#: The heartbeat observes this many times per lease TTL, so a few lost
+#: observations in a row never let a live worker's lease expire.
+LEASE_FRACTION = 4
 
 PartitionWorker = Callable[[StepRun, Partition], None]
+StepWork = Callable[[StepRun], None]
+
+
+def heartbeat_interval(poll_interval: float, lease: Lease | None) -> float:
+    """Seconds between the heartbeat's observations: ``poll_interval``, or a
+    quarter of the lease TTL the server announced when that is shorter."""
+    if lease is None:
+        return poll_interval
+    return min(poll_interval, lease.ttl_seconds / LEASE_FRACTION)
 
 
 class _Heartbeat(threading.Thread):
-    """Observes ``control`` every ``interval`` seconds until stopped. What it sees
-    is raised at the runtime's next boundary (which observes again), not here."""
+    """Observes ``control`` every ``interval`` seconds until stopped, keeping the
+    owner's lease alive whatever the runtime's own thread is doing. What it sees
+    is raised at the runtime's next boundary (which observes again), not here;
+    once the server refuses it as fenced (the execution was recovered, or is
+    another user's) it stops."""
 
     def __init__(self, watch: ControlWatch, interval: float) -> None:
         super().__init__(name=f"oxide-batch-control-{watch.execution_id}", daemon=True)
@@ -65,6 +94,12 @@ class _Heartbeat(threading.Thread):
         while not self.finished.wait(self.interval):
             try:
                 self.watch.client.observe_control(self.watch.execution_id, self.watch.owner_token)
+            except (InvalidState, ExecutionOwned):
+                log.warning(
+                    "execution %d is no longer this runtime's: the heartbeat stops",
+                    self.watch.execution_id,
+                )
+                return
             except (OxideBatchError, OSError):
                 log.warning("control observation failed; retrying", exc_info=True)
 
@@ -97,6 +132,7 @@ class JobRun:
         self.non_identifying = non_identifying
         self.definition_digest = definition_digest
         self.poll_interval = poll_interval
+        self.heartbeat_interval = poll_interval
         self.owner_token = owner_token or secrets.token_bytes(16)
         self.exit_code: str | None = None
         self._failure: FailureSummary | None = None
@@ -139,13 +175,15 @@ class JobRun:
         self._execution = execution
         try:
             execution = self.client.claim(execution, execution.version, self.owner_token)
+            # The lease the claim's answer announces sets the heartbeat's pace.
+            self.heartbeat_interval = heartbeat_interval(self.poll_interval, execution.lease)
             self._execution = self.client.transition(
                 execution, execution.version, BatchStatus.STARTED, reconcile=True
             )
         except Exception as error:
             self._end_after_failed_start(error)
             raise
-        self._heartbeat = _Heartbeat(self.watch, self.poll_interval)
+        self._heartbeat = _Heartbeat(self.watch, self.heartbeat_interval)
         self._heartbeat.start()
         return self
 
@@ -156,16 +194,56 @@ class JobRun:
         return self._execution
 
     def step(
-        self, name: str, *, node_id: str | None = None, start_limit: int | None = None
+        self,
+        name: str,
+        *,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
     ) -> StepRun:
-        """A step of this execution, entered with ``with``."""
+        """A step of this execution, entered with ``with``. On a restart,
+        entering raises ``StepSkipped`` when the step COMPLETED in an earlier
+        attempt: a ``with`` block cannot be skipped — :meth:`run_step` can."""
         return StepRun(
             self.watch,
             name,
             node_id=node_id,
             start_limit=start_limit,
+            allow_start_if_complete=allow_start_if_complete,
             on_failure=self.record_failure,
         )
+
+    def run_step(
+        self,
+        name: str,
+        work: StepWork,
+        *,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
+    ) -> StepRun:
+        """Run ``work(step)`` inside step ``name`` (as ``with run.step(name) as
+        step: work(step)``), unless a restart skips it: a step that COMPLETED
+        (or was ABANDONED) in an earlier attempt is not run again, as Spring
+        Batch skips it — unless ``allow_start_if_complete`` (it runs from the
+        start, nothing taken over). Returns the step run (``skipped`` tells).
+        An earlier attempt that left the step UNKNOWN raises the repository's
+        ``NotRestartable``: an operator resolves it first."""
+        step = self.step(
+            name,
+            node_id=node_id,
+            start_limit=start_limit,
+            allow_start_if_complete=allow_start_if_complete,
+        )
+        try:
+            step.begin()
+        except StepSkipped as skipped:
+            log.info("%s: skipped", skipped)
+            step.skipped = True
+            return step
+        with step:
+            work(step)
+        return step
 
     def partitioned_step(
         self,

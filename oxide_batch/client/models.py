@@ -116,6 +116,21 @@ class _Run:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """The owner's lease of an active, claimed execution (SPEC §11): it expires
+    ``ttl_seconds`` after the owner's latest activity, at ``expires_at``."""
+
+    ttl_seconds: int
+    expires_at: datetime
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any] | None) -> Lease | None:
+        if document is None:
+            return None
+        return cls(int(document["ttl_seconds"]), _instant(document["expires_at"]))
+
+
+@dataclass(frozen=True)
 class Execution(_Run):
     job_name: str
     attempt: int
@@ -124,6 +139,8 @@ class Execution(_Run):
     owner_recorded: bool
     last_observed_at: datetime | None
     definition: Mapping[str, Any] | None
+    # None without an owner, once finished, or from a server older than leases.
+    lease: Lease | None = field(default=None, kw_only=True)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Execution:
@@ -136,6 +153,7 @@ class Execution(_Run):
             owner_recorded=bool(document["owner_recorded"]),
             last_observed_at=parse_instant(document["last_observed_at"]),
             definition=document["definition"],
+            lease=Lease.from_json(document.get("lease")),
         )
 
 
@@ -271,6 +289,11 @@ class RecoveryProposal:
     default_failure_category: FailureCategory
     evidence_digest: str
     evidence: Mapping[str, Any]
+    # Why it is eligible (unknown_status, inactive, lease_expired), the rule that
+    # decides an active execution (lease, inactivity) and the owner's lease expiry.
+    eligibility: str | None = None
+    rule: str | None = None
+    lease_expires_at: datetime | None = None
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> RecoveryProposal:
@@ -286,6 +309,9 @@ class RecoveryProposal:
             FailureCategory(document["default_failure_category"]),
             document["evidence_digest"],
             dict(document["evidence"]),
+            eligibility=document.get("eligibility"),
+            rule=document.get("rule"),
+            lease_expires_at=parse_instant(document.get("lease_expires_at")),
         )
 
 

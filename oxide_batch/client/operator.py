@@ -52,9 +52,12 @@ class OperatorClient(ApiTransport):
         operation_id: str,
         failure_category: FailureCategory | str | None = None,
         failure_id: int | None = None,
+        override_note: str | None = None,
     ) -> OperatorOutcome:
         """Resolve the execution the proposal describes, at the version and with the
-        evidence digest it showed."""
+        evidence digest it showed. ``override_note``: the operator knows the worker
+        is gone — recover an active execution before it is stale (SPEC §11), the
+        note recorded on the decision."""
         _, document = self._post(
             f"executions/{proposal.job_execution_id}/recover",
             {
@@ -67,6 +70,8 @@ class OperatorClient(ApiTransport):
                 else FailureCategory(failure_category).value,
                 "failure_id": failure_id,
                 "operation_id": operation_id,
+                "override": None if override_note is None else True,
+                "override_note": override_note,
             },
         )
         return OperatorOutcome.from_json(document)

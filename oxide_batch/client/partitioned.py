@@ -4,18 +4,21 @@ The parent step is created and STARTED; its plan is the keys given, or — on a
 restart — the previous attempt's plan carried over (COMPLETED partitions with
 their worker and counts, every other partition unassigned again). Each
 partition not COMPLETED gets a worker step ``<name>:<ordinal>`` (which, on a
-restart, takes over the earlier worker row's checkpoint) and is assigned to it
+restart, takes over the earlier worker row's checkpoint, or starts fresh when that
+worker COMPLETED but its partition never did) and is assigned to it
 before any worker runs, so a stop or a crash leaves every partition accounted
 for. Workers run in the caller's executor (threads or processes) inside a
 :class:`~oxide_batch.client.steps.StepRun`; a worker that never ended its step
 (a dead process) has it ended FAILED here — STOPPED when it saw the stop as it
 started. Each partition is completed from its worker row as soon as its
 worker is done (a crash later keeps it COMPLETED for the restart); then the
-parent is aggregated: the most severe status wins.
+parent is aggregated: the most severe status wins. A restart skips a parent
+that COMPLETED in an earlier attempt (it is returned as it stands).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
 from oxide_batch.client.models import Partition, Step
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
-from oxide_batch.domain.errors import RestartStateNotFound
+from oxide_batch.domain.errors import NotRestartable, RestartStateNotFound
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from oxide_batch.client.jobs import JobRun, PartitionWorker
 
 PARTITION_CONTEXT_SCHEMA = "oxide_batch.partition"
+SKIPPED = frozenset({BatchStatus.COMPLETED, BatchStatus.ABANDONED})
+log = logging.getLogger("oxide_batch.client.jobs")
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,17 @@ def run_partitioned_step(
     client, watch = run.client, run.watch
     watch.observe()
     previous = client.latest_flow_step(run.instance.id, name)
-    created = watch.write(None, lambda: client.create_step(run.execution, name))
+    try:
+        created = watch.write(None, lambda: client.create_step(run.execution, name))
+    except NotRestartable as refused:
+        # A restart skips a parent that COMPLETED (or was ABANDONED) earlier
+        # (SPEC §11): its partitions are done; it is answered as it stands.
+        if previous is not None and refused.status in SKIPPED:
+            log.info(
+                "partitioned step %r is %s from an earlier attempt: skipped", name, refused.status
+            )
+            return previous
+        raise
     parent = watch.write(
         created.id,
         lambda: client.transition_step(created, created.version, BatchStatus.STARTED),

@@ -246,10 +246,20 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         *,
         node_id: str | None = None,
         start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
     ) -> Step:
+        """A new step (STARTING). In a restart attempt it takes over its earlier
+        FAILED or STOPPED row; an earlier COMPLETED one is ``NotRestartable``
+        (a restart skips it) unless ``allow_start_if_complete`` (it starts
+        fresh); ABANDONED and UNKNOWN ones are ``NotRestartable`` (SPEC §11)."""
         _, document = self._post(
             f"executions/{_id(execution)}/steps",
-            {"step_name": step_name, "node_id": node_id, "start_limit": start_limit},
+            {
+                "step_name": step_name,
+                "node_id": node_id,
+                "start_limit": start_limit,
+                "allow_start_if_complete": True if allow_start_if_complete else None,
+            },
         )
         return Step.from_json(document)
 

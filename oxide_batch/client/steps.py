@@ -21,14 +21,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from oxide_batch.client.errors import ExecutionFenced, StopRequested
+from oxide_batch.client.errors import ExecutionFenced, StepSkipped, StopRequested
 from oxide_batch.client.models import Execution, Step
 from oxide_batch.client.reconcile import Superseded
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
     ConcurrentModification,
+    ExecutionOwned,
     IllegalTransition,
     InvalidState,
+    NotRestartable,
     OxideBatchError,
     PartitionWorkerStale,
     StaleVersion,
@@ -106,9 +108,12 @@ class ControlWatch:
     def observe(self) -> Execution:
         """Observe ``control`` once: the execution when it is still the runtime's
         to run; ``ExecutionFenced`` when it is not (another token recorded, or
-        finished/UNKNOWN — recovered, abandoned); ``StopRequested`` when it is
-        STOPPING (this observation may be what moved it there)."""
-        control = self.client.observe_control(self.execution_id, self.owner_token)
+        finished/UNKNOWN — recovered, abandoned: the server refuses a fenced
+        owner's observation); ``StopRequested`` when it is STOPPING (this
+        observation may be what moved it there)."""
+        control = self.write(
+            None, lambda: self.client.observe_control(self.execution_id, self.owner_token)
+        )
         execution = control.execution
         if not control.owner_matches or not execution.status.is_active:
             raise ExecutionFenced(execution.id, execution.status.value)
@@ -130,9 +135,12 @@ class ControlWatch:
         return None
 
     def write(self, step_id: int | None, call: Callable[[], T]) -> T:
-        """``call()``; a refusal that means fencing becomes ``ExecutionFenced``."""
+        """``call()``; a refusal that means fencing becomes ``ExecutionFenced``
+        (and another runtime user's claim — ``ExecutionOwned`` — always does)."""
         try:
             return call()
+        except ExecutionOwned as error:
+            raise ExecutionFenced(self.execution_id, "owned by another", step_id=step_id) from error
         except FENCING_ERRORS as error:
             fenced = self.fenced(step_id, error)
             if fenced is not None:
@@ -149,7 +157,11 @@ class StepRun:
 
     ``step.checkpoint`` / ``step.context`` are the payloads taken over on a
     restart (``None`` when fresh); ``step.step`` is the row last received;
-    ``step.exit_code`` (default: the final status) may be set before leaving."""
+    ``step.exit_code`` (default: the final status) may be set before leaving.
+    In a restart attempt, entering raises ``StepSkipped`` when the step
+    COMPLETED (or was ABANDONED) in an earlier attempt — ``JobRun.run_step``
+    skips it instead — and the repository's ``NotRestartable`` when an earlier
+    attempt left it UNKNOWN (an operator resolves it first)."""
 
     def __init__(
         self,
@@ -158,6 +170,7 @@ class StepRun:
         *,
         node_id: str | None = None,
         start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
         created: Step | None = None,
         on_failure: Callable[[FailureSummary], None] | None = None,
     ) -> None:
@@ -166,12 +179,15 @@ class StepRun:
         self.name = name
         self.node_id = node_id
         self.start_limit = start_limit
+        self.allow_start_if_complete = allow_start_if_complete
         self.exit_code: str | None = None
         self.checkpoint: Mapping[str, Any] | None = None
         self.context: Mapping[str, Any] | None = None
         self._created = created
         self._on_failure = on_failure
         self._step: Step | None = None
+        # Set by ``JobRun.run_step`` when a restart skipped the step.
+        self.skipped = False
 
     @property
     def step(self) -> Step:
@@ -180,16 +196,16 @@ class StepRun:
         return self._step
 
     def __enter__(self) -> StepRun:
+        if self._step is None:
+            self.begin()
+        return self
+
+    def begin(self) -> None:
+        """Observe ``control``, create the step (taking over an earlier attempt's
+        state on a restart) and start it — what entering does, once;
+        ``StepSkipped`` when a restart skips the step."""
         self.watch.observe()
-        created = self._created or self.watch.write(
-            None,
-            lambda: self.client.create_step(
-                self.watch.execution_id,
-                self.name,
-                node_id=self.node_id,
-                start_limit=self.start_limit,
-            ),
-        )
+        created = self._created or self._create()
         self._step = created
         self._step = self.watch.write(
             created.id,
@@ -200,7 +216,26 @@ class StepRun:
         state = self.client.checkpoint(self._step)
         self.checkpoint = None if state.checkpoint is None else state.checkpoint.payload
         self.context = None if state.context is None else state.context.payload
-        return self
+
+    def _create(self) -> Step:
+        """Create the step; ``StepSkipped`` when a restart skips it."""
+        try:
+            return self.watch.write(
+                None,
+                lambda: self.client.create_step(
+                    self.watch.execution_id,
+                    self.name,
+                    node_id=self.node_id,
+                    start_limit=self.start_limit,
+                    allow_start_if_complete=self.allow_start_if_complete,
+                ),
+            )
+        except NotRestartable as refused:
+            if refused.status in (BatchStatus.COMPLETED, BatchStatus.ABANDONED):
+                raise StepSkipped(
+                    self.name, refused.status.value, refused.step_execution_id
+                ) from None
+            raise
 
     def commit(
         self,

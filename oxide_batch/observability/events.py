@@ -153,8 +153,45 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
         _spec(
             "recovery.applied",
             WARNING,
-            (*CORRELATION, "from_status", "to_status", "version", "reason_code", "decision_id"),
-            "an audited recovery decision resolved an execution (after commit)",
+            (
+                *CORRELATION,
+                "from_status",
+                "to_status",
+                "version",
+                "reason_code",
+                "decision_id",
+                "eligibility",
+            ),
+            "an audited recovery decision resolved an execution (after commit); "
+            "eligibility: unknown_status, inactive, lease_expired or operator_override",
+        ),
+        _spec(
+            "watchdog.recovered",
+            WARNING,
+            ("job_execution_id", "decision_id", "operation_id", "lease_expired_at", "actor"),
+            "the watchdog failed an execution whose owner's lease expired (outcome "
+            "recovered; replayed when another watchdog decided it first; would_recover "
+            "with --dry-run)",
+        ),
+        _spec(
+            "watchdog.skipped",
+            INFO,
+            ("job_execution_id", "operation_id", "reason"),
+            "the watchdog left an expired lease alone: unknown_commit (a human decides), "
+            "lease_not_expired (the owner wrote since), refused (a rule refused it, audited)",
+        ),
+        _spec(
+            "watchdog.holding",
+            INFO,
+            ("until", "why"),
+            "the watchdog recovers nothing until `until`: it started, reached the database "
+            "again after an outage, or the database server started less than a TTL ago",
+        ),
+        _spec(
+            "watchdog.unavailable",
+            ERROR,
+            ("error_code",),
+            "a watchdog pass could not reach the database; it holds off one TTL once it does",
         ),
         _spec(
             "recovery.rejected",

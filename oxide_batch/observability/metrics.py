@@ -26,6 +26,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -64,6 +65,10 @@ REQUEST_ACTIONS: Final = frozenset(
 REQUEST_OUTCOMES: Final = frozenset({"applied", "replayed", "rejected"})
 PURGE_KIND_VALUES: Final = frozenset(PURGE_KINDS)
 PURGE_BATCH_OUTCOMES: Final = frozenset({"applied", "replayed", "conflict", "failed"})
+WATCHDOG_OUTCOMES: Final = frozenset(
+    {"recovered", "replayed", "refused", "skipped", "would_recover"}
+)
+WATCHDOG_PASS_OUTCOMES: Final = frozenset({"ok", "holding", "unavailable"})
 # The codes a failed COMMIT usually has (faults.translate_commit): their series
 # exist from the start, so ``increase()`` sees the first failure too.
 COMMIT_FAILURE_SEEDS: Final = ("commit_outcome_unknown", "concurrent_modification", "unavailable")
@@ -208,6 +213,28 @@ COMMIT_FAILURES: Final = Counter(
     ["code"],
     registry=REGISTRY,
 )
+WATCHDOG_ACTIONS: Final = Counter(
+    "oxide_batch_watchdog_actions",
+    "What the lease watchdog did with an execution whose lease expired: recovered, "
+    "replayed (another watchdog decided it first), refused (audited), skipped "
+    "(unknown commit: a human decides; or renewed meanwhile), would_recover (--dry-run).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+WATCHDOG_PASSES: Final = Counter(
+    "oxide_batch_watchdog_passes",
+    "Watchdog passes: ok, holding (after a start or an outage, for one lease TTL) or "
+    "unavailable (the database could not be reached).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+WATCHDOG_LAST_PASS: Final = Gauge(
+    "oxide_batch_watchdog_last_pass_timestamp_seconds",
+    "Unix time of the watchdog's last pass that reached the database (alert when it "
+    "stops moving: no watchdog is running).",
+    registry=REGISTRY,
+    multiprocess_mode="max",
+)
 # Registered after the gauges (below), so a scrape shows the failure of its own refresh.
 GAUGE_REFRESH_FAILURES: Final = Counter(
     "oxide_batch_gauge_refresh_failures",
@@ -224,6 +251,8 @@ LABELLED: Final = (
     PURGE_ROWS,
     PURGE_BATCHES,
     COMMIT_FAILURES,
+    WATCHDOG_ACTIONS,
+    WATCHDOG_PASSES,
 )
 
 
@@ -249,6 +278,9 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_purge_rows_deleted": {"kind": PURGE_KIND_VALUES},
         "oxide_batch_purge_batches": {"outcome": PURGE_BATCH_OUTCOMES},
         "oxide_batch_commit_failures": {"code": code_values()},
+        "oxide_batch_watchdog_actions": {"outcome": WATCHDOG_OUTCOMES},
+        "oxide_batch_watchdog_passes": {"outcome": WATCHDOG_PASS_OUTCOMES},
+        "oxide_batch_watchdog_last_pass_timestamp_seconds": {},
         "oxide_batch_gauge_refresh_failures": {},
         "oxide_batch_executions": {"status": STATUSES},
         "oxide_batch_executions_estimated": {"status": STATUSES},

@@ -366,6 +366,7 @@ class RepositoryObserver:
                     "version": execution.version,
                     "reason_code": decision.reason_code,
                     "decision_id": decision.id,
+                    "eligibility": decision.eligibility,
                     "outcome": "applied",
                 },
                 request_id=request_id,

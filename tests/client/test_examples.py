@@ -119,6 +119,16 @@ def backdate(execution_id: int, by: timedelta) -> None:
     )
 
 
+def write_people(tmp_path: Path, rows: int = ROWS) -> tuple[Path, Path]:
+    """``people.csv`` with ``rows`` people in Oslo, and where the job writes them."""
+    source, output = tmp_path / "people.csv", tmp_path / "people.sqlite3"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["name", "city"])
+        writer.writerows([f"person-{n:04d}", "Oslo"] for n in range(rows))
+    return source, output
+
+
 def recover_with_the_commands(execution_id: int) -> dict[str, Any]:
     shown = operator_command("batch_show", str(execution_id))
     assert shown["proposal"]["eligible"], shown["proposal"]
@@ -167,11 +177,7 @@ def kill_after_checkpoint(process: subprocess.Popen[str], job_name: str, offset:
 def test_the_csv_import_survives_a_sigkill_a_recovery_and_resumes_exactly_once(
     live_server: Any, tmp_path: Path
 ) -> None:
-    source, output = tmp_path / "people.csv", tmp_path / "people.sqlite3"
-    with source.open("w", newline="", encoding="utf-8") as handle:
-        rows = csv.writer(handle)
-        rows.writerow(["name", "city"])
-        rows.writerows([f"person-{n:04d}", "Oslo"] for n in range(ROWS))
+    source, output = write_people(tmp_path)
     token = token_for("importer", RUNTIME)
     command = example(
         "csv_import.py",

@@ -1,0 +1,231 @@
+"""The watchdog: recovers executions whose owner's lease expired (SPEC §11).
+
+A claimed execution's owner holds a lease that expires ``OXIDE_BATCH_LEASE_TTL``
+after its latest activity. A pass of the watchdog reads the claimed, active
+executions silent longer than that (:func:`~oxide_batch.selectors.expired_lease_candidates`),
+their recovery proposals in one read, and applies to each one still eligible
+because its lease expired the operator's own audited recovery:
+``MARK_FAILED`` (so the job can be restarted) with the reason ``LEASE_EXPIRED``,
+the default category (``STALE_RECOVERED``), the watchdog as its actor and an
+operation id derived from the execution and its evidence digest
+(``watchdog:<id>:<digest prefix>``). So several watchdogs at once make one
+decision per execution and the others replay it, while changed evidence (the
+worker wrote in between) gets a new operation id on the next pass instead of a
+permanent conflict. The recovery resolves the execution's unfinished steps
+and fences the worker, as any recovery does.
+
+It never acts on an execution whose proposal carries the unknown-commit marker
+(an UNKNOWN execution, a failure category UNKNOWN_COMMIT, a latest step
+UNKNOWN): its effect may have happened, and only a human's ``UNKNOWN_EFFECT``
+decision resolves it. It recovers at most ``limit`` executions per pass.
+
+Time the database was unreachable never counts against a worker
+(:class:`Holdoff`): after a start, and after every outage of the database the
+watchdog saw (a pass that failed to reach it), it waits one full TTL after it
+reaches the database again before it recovers anything, so live workers that
+were retrying have renewed their leases by then; a database server that
+started less than one TTL ago (a restart, a failover) holds it off as well.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    ConcurrentModification,
+    NotFound,
+    OxideBatchError,
+    Unavailable,
+)
+from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
+from oxide_batch.domain.recovery import RecoveryDisposition
+from oxide_batch.selectors import expired_lease_candidates
+from oxide_batch.services.audit import Actor, Outcome
+from oxide_batch.services.operator import OperatorService
+
+#: The reason code of the watchdog's decisions.
+LEASE_EXPIRED = "LEASE_EXPIRED"
+#: How many hex characters of the evidence digest its operation ids carry.
+DIGEST_PREFIX = 16
+#: Candidates read per query (a pass reads pages until ``limit`` are recovered).
+PAGE = 100
+_ACTOR_CHARACTERS = re.compile(r"[^A-Za-z0-9._:@-]")
+
+
+def watchdog_actor(host: str | None = None) -> Actor:
+    """The watchdog's audited actor: ``watchdog@<host>`` (the host name reduced
+    to the actor character set), so the audit says which watchdog decided."""
+    name = _ACTOR_CHARACTERS.sub("-", host or socket.gethostname()) or "localhost"
+    return Actor(f"watchdog@{name}"[:128])
+
+
+def operation_id(proposal: RecoveryProposal) -> str:
+    """``watchdog:<execution id>:<evidence digest prefix>``: one per execution and
+    evidence, whichever watchdog asks."""
+    return f"watchdog:{proposal.job_execution_id}:{proposal.evidence_digest[:DIGEST_PREFIX]}"
+
+
+class ActionKind(enum.StrEnum):
+    """What a pass did with one candidate."""
+
+    RECOVERED = "recovered"  # this watchdog's decision applied
+    REPLAYED = "replayed"  # another watchdog decided it first: the same decision
+    REFUSED = "refused"  # a rule refused it (the worker wrote in between): audited
+    SKIPPED = "skipped"  # left alone: unknown commit, or no longer expired
+    WOULD_RECOVER = "would_recover"  # --dry-run
+
+
+@dataclass(frozen=True)
+class WatchdogAction:
+    """One candidate's outcome; ``detail`` is a refusal's code or why it was skipped."""
+
+    job_execution_id: int
+    kind: ActionKind
+    operation_id: str | None = None
+    decision_id: int | None = None
+    lease_expired_at: datetime | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """One pass: when, whether it was held off (and until when), what it did."""
+
+    at: datetime
+    holding_until: datetime | None = None
+    actions: tuple[WatchdogAction, ...] = ()
+
+    def count(self, kind: ActionKind) -> int:
+        return sum(1 for action in self.actions if action.kind is kind)
+
+
+class Watchdog:
+    """Passes over the expired leases, acting through ``service`` (its clock,
+    lease TTL and stale threshold are the watchdog's)."""
+
+    def __init__(
+        self,
+        service: OperatorService,
+        *,
+        actor: Actor | None = None,
+        limit: int = 100,
+        dry_run: bool = False,
+    ) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.service = service
+        self.actor = actor or watchdog_actor()
+        self.limit = limit
+        self.dry_run = dry_run
+
+    @property
+    def lease_ttl(self) -> timedelta:
+        return self.service.lease_ttl
+
+    def now(self) -> datetime:
+        return self.service.repository.clock.now()
+
+    def run_pass(self) -> PassReport:
+        """One pass: recover (or, with ``dry_run``, list) up to ``limit``
+        executions whose lease expired. Raises what the repository raises when
+        the database cannot be reached (``Unavailable``, …)."""
+        now = self.now()
+        actions: list[WatchdogAction] = []
+        acted = 0
+        after = 0
+        while acted < self.limit:
+            page = expired_lease_candidates(
+                now=now, lease_ttl=self.lease_ttl, after_id=after, limit=PAGE
+            )
+            if not page:
+                break
+            after = page[-1]
+            for proposal in self.service.propose_many(page).values():
+                if acted >= self.limit:
+                    break
+                action = self._consider(proposal)
+                actions.append(action)
+                if action.kind is not ActionKind.SKIPPED:
+                    acted += 1
+        return PassReport(at=now, actions=tuple(actions))
+
+    def _consider(self, proposal: RecoveryProposal) -> WatchdogAction:
+        pk = proposal.job_execution_id
+        expired_at = proposal.lease_expires_at
+        if proposal.unknown_commit:
+            # Its effect may have happened: a human decides (UNKNOWN_EFFECT).
+            return WatchdogAction(pk, ActionKind.SKIPPED, lease_expired_at=expired_at,
+                                  detail="unknown_commit")  # fmt: skip
+        if proposal.eligibility is not Eligibility.LEASE_EXPIRED:
+            # The owner wrote since the candidates were read (or it is not owned).
+            return WatchdogAction(pk, ActionKind.SKIPPED, detail="lease_not_expired")
+        operation = operation_id(proposal)
+        if self.dry_run:
+            return WatchdogAction(pk, ActionKind.WOULD_RECOVER, operation, None, expired_at)
+        try:
+            result = self.service.recover(
+                pk,
+                expected_version=proposal.version,
+                disposition=RecoveryDisposition.MARK_FAILED,
+                reason_code=LEASE_EXPIRED,
+                evidence_digest=proposal.evidence_digest,
+                actor=self.actor,
+                operation_id=operation,
+            )
+        except (NotFound, ConcurrentModification) as error:
+            # Purged meanwhile, or a lost race: the next pass reads it again.
+            return WatchdogAction(pk, ActionKind.SKIPPED, operation, detail=error.code)
+        except (Unavailable, CommitOutcomeUnknown):
+            raise  # the database is away: the pass stops, the watchdog holds off
+        except OxideBatchError as error:
+            # A rule refused it (audited REJECTED, or replayed as such): the
+            # evidence moved under the pass; the next pass reads it again.
+            return WatchdogAction(pk, ActionKind.REFUSED, operation, None, expired_at,
+                                  error.code)  # fmt: skip
+        kind = ActionKind.REPLAYED if result.outcome is Outcome.REPLAYED else ActionKind.RECOVERED
+        decision = None if result.decision is None else result.decision.id
+        return WatchdogAction(pk, kind, operation, decision, expired_at)
+
+
+@dataclass
+class Holdoff:
+    """When the watchdog may act (SPEC §11: time the database was unreachable
+    never counts against a worker). It holds off for one ``ttl`` after it
+    started (it cannot know what it missed), after every outage it saw (from
+    the first pass that reached the database again), and while the database
+    server itself has been up for less than one ``ttl``."""
+
+    ttl: timedelta
+    now: Callable[[], datetime]
+    until: datetime | None = None
+    why: str | None = None
+    in_outage: bool = False
+
+    def started(self) -> None:
+        self.until, self.why = self.now() + self.ttl, "started"
+
+    def unreachable(self) -> None:
+        """A pass could not reach the database."""
+        self.in_outage = True
+
+    def reached(self, *, server_up_for: timedelta | None = None) -> datetime | None:
+        """A pass reached the database: ``None`` when the watchdog may act now,
+        else until when it holds off. ``server_up_for``: how long the database
+        server has been running (``None`` when unknown)."""
+        now = self.now()
+        if self.in_outage:
+            self.in_outage = False
+            self.until, self.why = now + self.ttl, "reconnected"
+        if server_up_for is not None and server_up_for < self.ttl:
+            until = now + (self.ttl - server_up_for)
+            if self.until is None or until > self.until:
+                self.until, self.why = until, "database_started"
+        if self.until is not None and now < self.until:
+            return self.until
+        return None
