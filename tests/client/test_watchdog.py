@@ -136,7 +136,9 @@ def test_a_killed_worker_is_failed_by_the_watchdog_and_its_restart_resumes_exact
         *("--input", str(source), "--output", str(output), "--chunk-size", "10"),
     )
     with watchdog(tmp_path):
-        first = subprocess.Popen([*command, "--pause", "0.2"], cwd=ROOT, env=environment())
+        first = subprocess.Popen(
+            [*command, "--pause", "0.2"], cwd=ROOT, env=environment(), text=True
+        )
         killed = kill_after_checkpoint(first, "csv_import", 30)
         killed_at = time.monotonic()
         recovered_at: float = wait_for(lambda: failed_at(killed), "the watchdog's recovery")
