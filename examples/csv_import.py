@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=100)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds after each chunk")
     parser.add_argument(
-        "--chunk-seconds", type=float, default=0.0, help="seconds each chunk takes before its commit"
+        "--chunk-seconds", type=float, default=0.0, help="seconds a chunk's work takes"
     )
     parser.add_argument("--poll-interval", type=float, default=10.0)
     options = parser.parse_args(argv)

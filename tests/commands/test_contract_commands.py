@@ -177,7 +177,7 @@ def test_a_recovery_too_early_names_the_setting(system_repo, clock):
     )  # fmt: skip
     assert code == 3
     assert message.startswith("execution_not_stale: ")
-    assert message.endswith("(OXIDE_BATCH_RECOVERY_STALE_AFTER)")
+    assert "(OXIDE_BATCH_RECOVERY_STALE_AFTER)\nhint: " in message
 
 
 @pytest.mark.standalone

@@ -10,7 +10,8 @@
   with one an id is generated and printed to stderr;
 - ``--actor``, defaulting to ``cli:<login name>``;
 - an error whose answer a setting decides names it (:attr:`OxideCommand.settings_named`:
-  ``age_bound_too_small: … (OXIDE_BATCH_PURGE_MIN_AGE)``);
+  ``age_bound_too_small: … (OXIDE_BATCH_PURGE_MIN_AGE)``), and one the command's
+  own flags can answer says how (:meth:`OxideCommand.error_hint`, a ``hint:`` line);
 - a read-only command (:attr:`OxideCommand.read_only`) writes no event lines
   below WARNING: its answer is all it prints.
 
@@ -120,10 +121,14 @@ class CommandFailed(Exception):
 
 
 def error_document(
-    error: BaseException, settings_named: Mapping[str, str] | None = None
+    error: BaseException,
+    settings_named: Mapping[str, str] | None = None,
+    *,
+    hint: str | None = None,
 ) -> dict[str, Any]:
     """``{code, message, details}``, plus ``setting`` when one of ``settings_named``
-    (error code → setting) decided the answer; the message names it too."""
+    (error code → setting) decided the answer (the message names it too), and
+    ``hint`` when the command knows a next step."""
     details: dict[str, Any] = {}
     if isinstance(error, OxideBatchError):
         code, message, details = error.code, error.message, error.details()
@@ -137,6 +142,8 @@ def error_document(
     if setting is not None:
         document["message"] = f"{message} ({setting})"
         document["setting"] = setting
+    if hint is not None:
+        document["hint"] = hint
     return document
 
 
@@ -266,6 +273,21 @@ class OxideCommand(BaseCommand):
     def run(self, **options: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def error_settings(self, error: BaseException) -> Mapping[str, str]:
+        """Error code → the setting that decided ``error`` (default:
+        :attr:`settings_named`; a command overrides it when the error's fields
+        tell which of several settings it was)."""
+        return self.settings_named
+
+    def error_hint(self, error: BaseException) -> str | None:
+        """What the operator may do next about ``error`` with this command's own
+        flags (default: nothing); shown on a ``hint:`` line and as ``error.hint``."""
+        return None
+
+    def describe_error(self, error: BaseException) -> dict[str, Any]:
+        """:func:`error_document` with this command's settings and hint."""
+        return error_document(error, self.error_settings(error), hint=self.error_hint(error))
+
     def render(self, document: dict[str, Any]) -> None:
         """Human output of a successful run (default: indented JSON)."""
         self.stdout.write(json.dumps(document, indent=2))
@@ -287,8 +309,11 @@ class OxideCommand(BaseCommand):
             code = exit_code_for(error)
             if self.json_output:
                 self.stdout.write(json.dumps(self._failure(error, code)))
-            detail = error_document(error, self.settings_named)
-            raise CommandError(f"{detail['code']}: {detail['message']}", returncode=code) from None
+            detail = self.describe_error(error)
+            text = f"{detail['code']}: {detail['message']}"
+            if "hint" in detail:
+                text = f"{text}\nhint: {detail['hint']}"
+            raise CommandError(text, returncode=code) from None
         if self.json_output:
             self.stdout.write(
                 json.dumps({"command": self.command_name, "ok": True, "exit_code": 0, **document})
@@ -301,7 +326,7 @@ class OxideCommand(BaseCommand):
             "command": self.command_name,
             "ok": False,
             "exit_code": int(code),
-            "error": error_document(error, self.settings_named),
+            "error": self.describe_error(error),
         }
         if getattr(self, "report", None):
             document["progress"] = self.report

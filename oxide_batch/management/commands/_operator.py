@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
@@ -26,10 +27,17 @@ def instant(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def parse_instant(text: str) -> datetime:
+    """An instant as :func:`instant` writes it, read back."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def execution_json(view: ExecutionView) -> dict[str, Any]:
     """An execution as the API shows it (without counts and definition):
     ``last_activity_at`` is SPEC §9's activity, ``updated_at`` the row's last
-    versioned write."""
+    versioned write, ``lease_expires_at`` its owner's lease expiry (SPEC §11,
+    ``OXIDE_BATCH_LEASE_TTL`` after that activity; null without an owner or once
+    not active) — derived from the view, no further query."""
     core = view.execution
     return {
         "id": core.id,
@@ -53,6 +61,7 @@ def execution_json(view: ExecutionView) -> dict[str, Any]:
         "owner_recorded": view.owner_recorded,
         "last_observed_at": instant(view.last_observed_at),
         "last_activity_at": instant(view.activity_at),
+        "lease_expires_at": instant(view.lease_expires_at(batch_settings.LEASE_TTL)),
     }
 
 
@@ -68,13 +77,21 @@ def current_view(execution: JobExecution | None) -> ExecutionView | None:
 
 
 def proposal_json(proposal: RecoveryProposal) -> dict[str, Any]:
+    """The proposal as the API shows it: ``eligibility`` says why eligible
+    (``reason_code`` why not), ``rule`` what decides an active execution
+    (``lease`` with an owner, else ``inactivity``; null otherwise) and
+    ``threshold_seconds`` the inactivity that rule waits for."""
     evidence = proposal.evidence.encoded()
     return {
         "eligible": proposal.eligible,
         "last_activity_at": instant(proposal.evidence.activity_at),
         "reason_code": proposal.reason_code,
+        "eligibility": None if proposal.eligibility is None else proposal.eligibility.value,
+        "rule": proposal.rule,
         "inactive_seconds": int(proposal.inactive_for.total_seconds()),
         "threshold_seconds": int(proposal.threshold.total_seconds()),
+        "lease_ttl_seconds": int(proposal.lease_ttl.total_seconds()),
+        "lease_expires_at": instant(proposal.lease_expires_at),
         "evidence": evidence,
         "evidence_digest": proposal.evidence_digest,
     }
@@ -110,6 +127,11 @@ def result_json(result: OperatorResult) -> dict[str, Any]:
             # The operator request that made it: this one.
             "operation_id": result.operation_id,
             "evidence_digest_prefix": result.decision.evidence_digest.hex()[:12],
+            # Why it was allowed; ``override``: only the operator's override did.
+            "eligibility": result.decision.eligibility,
+            "override": result.decision.overridden,
+            "override_note": result.decision.override_note,
+            "resolved_step_ids": list(result.decision.resolved_step_ids),
         }
     return document
 

@@ -3,7 +3,6 @@ unresolved for longer than an age (active and inactive, or UNKNOWN)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -11,7 +10,7 @@ from django.core.management.base import CommandParser
 from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.management.commands._cli import CommandFailed, ExitCode, OxideCommand, age_arg
-from oxide_batch.management.commands._operator import execution_json
+from oxide_batch.management.commands._operator import execution_json, parse_instant
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.selectors import instance_execution_views, unresolved_executions
 
@@ -21,7 +20,7 @@ UNRESOLVED = frozenset(
 ) | {BatchStatus.UNKNOWN.value}
 COLUMNS = (
     f"{'ID':>10}  {'JOB':<32}  {'ATTEMPT':>7}  {'STATUS':<9}  {'VERSION':>7}  "
-    f"{'INACTIVE':<14}  CREATED (UTC)"
+    f"{'INACTIVE':<14}  {'LEASE':<16}  CREATED (UTC)"
 )
 
 
@@ -67,7 +66,7 @@ class Command(OxideCommand):
             self.stdout.write(
                 f"{row['id']:>10}  {row['job_name'][:32]:<32}  {row['attempt']:>7}  "
                 f"{row['status']:<9}  {row['version']:>7}  {self._inactive(row):<14}  "
-                f"{row['created_at']}"
+                f"{self._lease(row):<16}  {row['created_at']}"
             )
 
     def _inactive(self, row: dict[str, Any]) -> str:
@@ -75,5 +74,14 @@ class Command(OxideCommand):
         ``-`` for a finished one."""
         if row["status"] not in UNRESOLVED:
             return "-"
-        activity = datetime.fromisoformat(row["last_activity_at"].replace("Z", "+00:00"))
-        return format_duration(self.now - activity)
+        return format_duration(self.now - parse_instant(row["last_activity_at"]))
+
+    def _lease(self, row: dict[str, Any]) -> str:
+        """The owner's lease of an active claimed execution: ``held 43 s`` (left)
+        or ``expired 5 min`` (ago); ``-`` without one (JSON: ``lease_expires_at``)."""
+        if row["lease_expires_at"] is None:
+            return "-"
+        left = parse_instant(row["lease_expires_at"]) - self.now
+        if left.total_seconds() > 0:
+            return f"held {format_duration(left)}"
+        return f"expired {format_duration(-left)}"
