@@ -2,14 +2,21 @@
 
 ``gunicorn -c gunicorn.conf.py project.wsgi:application``. Environment:
 ``ADDRESS`` (``[host:]port`` or ``unix:PATH``, default ``127.0.0.1:8000``),
-``WEB_CONCURRENCY`` (worker processes, default ``2 × cores + 1``). Any other
-setting can be overridden with ``GUNICORN_CMD_ARGS`` (``"--timeout 120"``),
-which gunicorn applies over this file.
+``WEB_CONCURRENCY`` (worker processes, default ``2 × cores + 1``),
+``OXIDE_BATCH_WATCHDOG`` (``on``: the master also runs ``manage.py
+batch_watchdog`` beside the workers, restarting it should it exit; stopped with
+the server — ``scripts/serve`` turns it on). Any other setting can be
+overridden with ``GUNICORN_CMD_ARGS`` (``"--timeout 120"``), which gunicorn
+applies over this file.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 
@@ -80,6 +87,52 @@ errorlog = "-"
 loglevel = "info"
 
 
+class Watchdog:
+    """``manage.py batch_watchdog`` as a child of the gunicorn master: started
+    when the server is ready, started again (after ``RESTART_DELAY`` seconds)
+    should it exit, stopped (SIGTERM) when the server stops. It inherits the
+    environment, so its metrics land in the service's PROMETHEUS_MULTIPROC_DIR
+    and its lines in the server's log (docs/deployment.md)."""
+
+    RESTART_DELAY = 5.0
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stopping = threading.Event()
+
+    @staticmethod
+    def enabled() -> bool:
+        value = os.environ.get("OXIDE_BATCH_WATCHDOG", "").strip().lower()
+        return value in {"1", "true", "yes", "on"}
+
+    def start(self, log: Any) -> None:
+        threading.Thread(target=self._supervise, args=(log,), daemon=True).start()
+
+    def _supervise(self, log: Any) -> None:
+        manage = Path(__file__).resolve().with_name("manage.py")
+        while not self.stopping.is_set():
+            self.process = subprocess.Popen([sys.executable, str(manage), "batch_watchdog"])
+            log.info("batch_watchdog started (pid %d)", self.process.pid)
+            code = self.process.wait()
+            if self.stopping.is_set():
+                return
+            log.error("batch_watchdog exited with %d; starting it again", code)
+            self.stopping.wait(self.RESTART_DELAY)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+WATCHDOG = Watchdog()
+
+
 def when_ready(server: Any) -> None:
     if server.cfg.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # scripts/serve sets it; without it each scrape sees one worker's counts.
@@ -88,3 +141,9 @@ def when_ready(server: Any) -> None:
             "whichever of the %d workers answers (docs/observability.md)",
             server.cfg.workers,
         )
+    if Watchdog.enabled():
+        WATCHDOG.start(server.log)
+
+
+def on_exit(server: Any) -> None:
+    WATCHDOG.stop()

@@ -225,6 +225,27 @@ def test_metrics_add_up_the_requests_of_every_worker(server):
     assert count("static", "2xx") >= 1
 
 
+@pytest.mark.postgres
+def test_scripts_serve_runs_the_lease_watchdog_beside_gunicorn(server):
+    """OXIDE_BATCH_WATCHDOG is on by default: the master runs batch_watchdog, whose
+    passes reach the service's /metrics (the shared PROMETHEUS_MULTIPROC_DIR)."""
+
+    def passes() -> float:
+        exposition = server.get("/metrics").body.decode()
+        found = re.findall(
+            r'^oxide_batch_watchdog_passes_total\{outcome="(?:holding|ok)"\} (\S+)$',
+            exposition,
+            re.MULTILINE,
+        )
+        return sum(float(value) for value in found)
+
+    deadline = time.monotonic() + 30
+    while passes() < 1:
+        assert time.monotonic() < deadline, server.log.read_text()[-4000:]
+        time.sleep(0.2)
+    assert "batch_watchdog started" in server.log.read_text()
+
+
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
