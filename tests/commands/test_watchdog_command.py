@@ -92,7 +92,7 @@ def test_an_unreachable_database_is_exit_7(expired, monkeypatch):
         raise Unavailable()
 
     monkeypatch.setattr(batch_watchdog, "database_uptime", unreachable)
-    code, message, document = refused("batch_watchdog", "--once")
+    code, _, document = refused("batch_watchdog", "--once")
     assert (code, document["error"]["code"]) == (7, "unavailable")
 
 

@@ -65,7 +65,8 @@ def test_a_pass_fails_an_owned_execution_whose_lease_expired_as_an_audited_recov
     report = watchdog(service).run_pass()
     (action,) = report.actions
     assert (action.job_execution_id, action.kind) == (execution.id, ActionKind.RECOVERED)
-    decision = models.RecoveryDecision.objects.get(pk=action.decision_id)
+    decision = models.RecoveryDecision.objects.get(job_execution_id=execution.id)
+    assert action.decision_id == decision.id
     assert (decision.reason_code, decision.operator_reference) == (
         LEASE_EXPIRED,
         "watchdog@test-host",
