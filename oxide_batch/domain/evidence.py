@@ -4,9 +4,9 @@ Stop requests and ownership evidence
     An operator's stop request records who and when on a STARTING or STARTED
     execution under a version check, without changing status, version or
     activity; on STOPPING or a finished execution it is a no-op that skips the
-    version check; UNKNOWN refuses it. Ownership is evidence, never a lease: a
-    16-byte token claimed while STARTING, never shown (only "owner recorded").
-    The owner's control observation turns a pending stop into STOPPING.
+    version check; UNKNOWN refuses it. Ownership: a 16-byte token claimed while
+    STARTING, never shown (only "owner recorded"), which gives its owner a lease
+    (below). The owner's control observation turns a pending stop into STOPPING.
 
 Recovery proposal
     ``RecoveryEvidence`` is what the repository reads about one execution;

@@ -204,7 +204,13 @@ class ExecutionClaimView(BatchView):
     @endpoint(
         operation_id="claim_execution",
         summary="Record ownership evidence (STARTING only)",
-        description="Evidence, never a lease; the token is never shown. Same token again: no-op.",
+        description=(
+            "Records the owner token (never shown back) and the claimant: from then on only "
+            "this user's token may write to the execution and everything under it "
+            "(`execution_owned`), and the owner holds a lease (`lease` in the answer) that "
+            "expires OXIDE_BATCH_LEASE_TTL after its latest write or `control` observation; "
+            "an execution whose lease expired may be recovered at once. Same token again: no-op."
+        ),
         permission=RUN_BATCH,
         request=s.ClaimInput,
         ok={200: s.ExecutionOutput},
