@@ -239,9 +239,11 @@ class ControlOperations(UnitOfWorkBase):
         a stop request is recorded (never cleared here). When both hold on a
         STARTING/STARTED execution it moves to STOPPING in the same write
         (version + 1). Every observation records ``last_observed_at``; only the
-        owner's also moves ``last_activity_at`` (renewing its lease). The owner
-        of an execution a recovery resolved is fenced (SPEC §11): its observation
-        writes nothing and is refused as its writes are, ``InvalidState``. Raises
+        owner's also moves ``last_activity_at`` (renewing its lease). Another
+        runtime user's observation of a claimed execution writes nothing (SPEC
+        §11: only the claimant writes). The owner of an execution a recovery
+        resolved is fenced (SPEC §11): its observation writes nothing and is
+        refused as its writes are, ``InvalidState``. Raises
         ``JobExecutionNotFound``, and ``InvalidCharacters`` for a token that is
         not 16 bytes.
         """
@@ -251,9 +253,13 @@ class ControlOperations(UnitOfWorkBase):
         execution = job_execution_from_row(row)
         runtime = self._runtime_user_id
         claimant = row["owner_user_id"]
-        owner_matches = same_token(recorded_token(row), token) and (
-            claimant is None or runtime is None or claimant == runtime
-        )
+        other_user = claimant is not None and runtime is not None and claimant != runtime
+        owner_matches = same_token(recorded_token(row), token) and not other_user
+        if other_user:
+            # Another user's poll of a claimed execution: told it is not the owner,
+            # and it changes nothing — not even the evidence an operator recovers on.
+            view = execution_view_from_row(row)
+            return ExecutionControl(view, False, row["stop_requested_at"] is not None)
         if owner_matches and execution.recovery_decision_id is not None:
             raise InvalidState(
                 id=pk, status=execution.status, hint=fenced_hint(execution.recovery_decision_id)

@@ -166,9 +166,10 @@ REPLAY_DOC = (
 
 
 def token_job_patterns(request: Request) -> tuple[str, ...] | None:
-    """The job patterns of the request's API token (``None``: not limited)."""
+    """The job patterns of the request's API token (``None``: not limited). Only
+    ``NULL`` means every job: an empty list (written by hand) permits none."""
     patterns = getattr(request.auth, "job_patterns", None)
-    return tuple(patterns) if patterns else None
+    return None if patterns is None else tuple(patterns)
 
 
 def actor_of(request: Request) -> Actor:
