@@ -161,7 +161,7 @@ class StepRun:
     In a restart attempt, entering raises ``StepSkipped`` when the step
     COMPLETED (or was ABANDONED) in an earlier attempt — ``JobRun.run_step``
     skips it instead — and the repository's ``NotRestartable`` when an earlier
-    attempt left it UNKNOWN (an operator resolves it first)."""
+    attempt left it UNKNOWN (it is resolved first)."""
 
     def __init__(
         self,

@@ -378,8 +378,10 @@ class NotRestartable(LifecycleError):
         if self.status is BatchStatus.ABANDONED:
             return f"{earlier}: a restart skips it"
         return (
-            f"{earlier}: its last commit may or may not have applied, so an operator must "
-            "resolve it first (recover its execution with the reason UNKNOWN_EFFECT)"
+            f"{earlier}: its last commit may or may not have applied, so it must be resolved "
+            "first — by an operator's recovery of its execution with the reason "
+            "UNKNOWN_EFFECT while that is UNKNOWN, else by moving the step to FAILED once "
+            "what it wrote was checked"
         )
 
 

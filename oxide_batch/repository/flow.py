@@ -5,7 +5,8 @@ then job execution. Every operation issues a fixed number of statements:
 
 - ``create_flow_step_execution``: lock instance, lock job execution, one read
   of the node's start count (and, in a restart attempt, the newest row of the
-  node), one insert — 4;
+  node), one insert — 4; over a COMPLETED earlier row the node does not allow
+  to start again, one more read (its partitions), and no insert when refused;
 - ``append_flow_decision``: lock job execution with its definition, one read of
   the execution's decision history (count, last sequence, source already used,
   source step and reused decision checks), one insert — 3;
@@ -171,7 +172,8 @@ class FlowOperations(StepOperations):
         ``start_limit`` → ``StartLimitExceeded`` (creating a STARTING row consumes
         one start; ``None`` = unlimited). In a restart attempt the step takes over
         counts, checkpoint and context of the newest row of the node anywhere in
-        the instance when that row is restartable, else it starts fresh
+        the instance (unless that row is this execution's own: a repeated node)
+        when that row is restartable, else it starts fresh
         (``create_step_execution``'s rules: a COMPLETED row is ``NotRestartable``
         unless the node allows a start if complete — the manifest node's own
         ``allow_start_if_complete`` when the execution's definition is a flow
@@ -200,13 +202,18 @@ class FlowOperations(StepOperations):
             .filter(job_instance_id=instance_id, node_id=node)
             .annotate(starts=Window(Count("id")))
             .order_by("-id")
-            .values("starts", *(("id", "status", *TAKEOVER_COLUMNS) if restart else ()))[:1]
+            .values(
+                "starts",
+                *(("id", "job_execution_id", "status", *TAKEOVER_COLUMNS) if restart else ()),
+            )[:1]
         )
         starts = newest[0]["starts"] if newest else 0
         if start_limit is not None and starts >= start_limit:
             raise StartLimitExceeded(instance_id=instance_id, node_id=node, limit=start_limit)
         source = None
-        if restart and newest:
+        # A newest row of this very execution is no earlier state: the node is
+        # repeated, which the insert refuses (StepExecutionExists).
+        if restart and newest and newest[0]["job_execution_id"] != parent_id:
             allow = _node_allows_start_if_complete(parent, node, allow_start_if_complete)
             source = self._takeover(step_name, newest[0], allow)
         return self._insert_step(parent_id, parent, step_name, node, source)

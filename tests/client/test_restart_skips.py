@@ -145,7 +145,7 @@ def test_a_step_an_earlier_attempt_left_unknown_stops_the_run_for_an_operator(
         run_job(runtime, ("extract", recording(calls, "extract"), False))
     assert calls == []
     assert (raised.value.status, raised.value.step_name) == (S.UNKNOWN, "extract")
-    assert "operator must resolve it first" in str(raised.value)
+    assert "must be resolved first" in str(raised.value)
     assert next(runtime.executions(job_name=JOB)).status is S.FAILED
 
 

@@ -6,11 +6,12 @@ exit-status enrichment, step creation and evidence-based recovery — each in it
 own unit of work (committed on success, rolled back on error). A plain-Python
 model written here from SPEC §2.1 (lifecycle table), §2.2 (launch/restart),
 §2.3 (step creation, including the counts a restarted step takes over), §2.5
-(repository-level recovery) and §9 predicts every outcome: success or the exact
-error (class and fields), and the resulting state (status, version, exit code,
-timestamps, failure, counts, attempt chain). Operations on rows that do not exist
-must report not-found. After every step an invariant re-reads everything from the
-repository in a fresh unit of work and compares it with the model.
+(repository-level recovery), §9 and §11 (the earlier step rows a restart refuses)
+predicts every outcome: success or the exact error (class and fields), and the
+resulting state (status, version, exit code, timestamps, failure, counts, attempt
+chain). Operations on rows that do not exist must report not-found. After every
+step an invariant re-reads everything from the repository in a fresh unit of work
+and compares it with the model.
 
 The budget is bounded for the suite (SQLite and PostgreSQL); raise it with
 ``OXIDE_BATCH_HYPOTHESIS_EXAMPLES``.
@@ -66,6 +67,7 @@ from oxide_batch.domain.errors import (
     InvalidState,
     JobExecutionNotFound,
     JobInstanceNotFound,
+    NotRestartable,
     OxideBatchError,
     RecoveryNotAllowed,
     RestartRequiresNewAttempt,
@@ -100,6 +102,9 @@ MODEL_FINISHED = frozenset({S.STOPPED, S.FAILED, S.COMPLETED, S.ABANDONED})
 MODEL_UNRESOLVED = frozenset({S.STARTING, S.STARTED, S.STOPPING, S.UNKNOWN})
 MODEL_RESTARTABLE = frozenset({S.STOPPED, S.FAILED})
 MODEL_STEP_PARENT = frozenset({S.STARTING, S.STARTED})
+# SPEC §11: a restart skips (refuses) a step whose newest earlier row is one of these
+# (no allow_start_if_complete here); any other earlier row is taken over.
+MODEL_STEP_NOT_RESTARTABLE = frozenset({S.COMPLETED, S.ABANDONED, S.UNKNOWN})
 NEW_EXIT_CODE = "UNKNOWN"
 
 STEP_NAMES = ("extract", "transform", "load")
@@ -372,21 +377,18 @@ class RepositoryMachine(RuleBasedStateMachine):
             choices = st.one_of(choices, st.sampled_from(unresolved))
         return rows[data.draw(choices, label=label)]
 
-    def takeover_counts(self, parent: ModelExecution, step_name: str) -> ExecutionCounts:
-        """SPEC §2.3/§9: a step takes over the counts of the newest row of the same step
-        across all earlier attempts of its instance, and starts from zero when there is
-        none (no definitions or upgrade edges are used here)."""
+    def restart_source(self, parent: ModelExecution, step_name: str) -> ModelStep | None:
+        """SPEC §2.3/§9: the newest row of the same step across all earlier attempts
+        of its instance (no definitions or upgrade edges are used here), whose counts
+        a new step takes over — unless its status refuses it (SPEC §11,
+        ``MODEL_STEP_NOT_RESTARTABLE``); none: the step starts from zero."""
         instance = next(i for i in self.instances.values() if i.id == parent.job_instance_id)
         earlier = [
             self.executions[other].steps[step_name]
             for other in instance.executions
             if other != parent.id and step_name in self.executions[other].steps
         ]
-        if not earlier:
-            return ExecutionCounts()
-        newest: ModelStep = max(earlier, key=lambda step: step.id)
-        counts: ExecutionCounts = newest.snapshot()["counts"]
-        return counts
+        return max(earlier, key=lambda step: step.id, default=None)
 
     # -- rules -------------------------------------------------------------------
 
@@ -512,11 +514,16 @@ class RepositoryMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(STEP_NAMES), label="step name")
         now = self.clock.now()
         expected: OxideBatchError | None = None
+        earlier = self.restart_source(parent, name)
         if parent.status not in MODEL_STEP_PARENT:
             expected = InvalidState(id=parent.id, status=parent.status)
+        elif earlier is not None and earlier.status in MODEL_STEP_NOT_RESTARTABLE:
+            expected = NotRestartable(
+                status=earlier.status, step_name=name, step_execution_id=earlier.id
+            )
         elif name in parent.steps:
             expected = StepExecutionExists(job_execution_id=parent.id, step_name=name)
-        base_counts = self.takeover_counts(parent, name)
+        base_counts = ExecutionCounts() if earlier is None else earlier.snapshot()["counts"]
         step, error = self.run_unit(lambda uow: uow.create_step_execution(parent.id, name))
         self.check_outcome("create_step_execution", expected, step, error)
         if expected is not None:
