@@ -125,6 +125,17 @@ def _decoder(field: models.Field[Any, Any], vendor: str) -> Decoder | None:
     return None
 
 
+def _decoders(
+    fields: Sequence[models.Field[Any, Any]], vendor: str
+) -> tuple[tuple[int, Decoder], ...]:
+    """(position, decoder) of each fetched column whose raw value needs decoding."""
+    return tuple(
+        (position, decoder)
+        for position, field in enumerate(fields)
+        if (decoder := _decoder(field, vendor)) is not None
+    )
+
+
 def _name(kind: str, table: str, columns: Sequence[str]) -> str:
     return f"{kind} {table}({','.join(columns)})"
 
@@ -169,11 +180,7 @@ def _select(
         f"SELECT {selected} "  # nosec B608 # quoted model identifiers
         f"FROM {quote(table)} WHERE {quote(pk.column)} = %s{locking}"
     )
-    decoders = tuple(
-        (position, decoder)
-        for position, field in enumerate(fields)
-        if (decoder := _decoder(field, connection.vendor)) is not None
-    )
+    decoders = _decoders(fields, connection.vendor)
     return SelectRow(name, sql, columns, decoders)
 
 
@@ -251,11 +258,7 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         f"WHERE {column('e', _pk(execution))} = %s{locking}"
     )
     all_fields = [*fields, updated_at, *definition_fields]
-    decoders = tuple(
-        (position, decoder)
-        for position, field in enumerate(all_fields)
-        if (decoder := _decoder(field, connection.vendor)) is not None
-    )
+    decoders = _decoders(all_fields, connection.vendor)
     name = _name("lock+extras", execution._meta.db_table, columns)
     return SelectRow(name, sql, (*columns, *EXECUTION_EXTRAS), decoders)
 
@@ -296,11 +299,7 @@ def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         f"ON {column('e', _pk(execution))} = {column('s', _field(step, 'job_execution_id'))} "
         f"WHERE {column('s', _pk(step))} = %s{locking}"
     )
-    decoders = tuple(
-        (position, decoder)
-        for position, field in enumerate([*fields, owner])
-        if (decoder := _decoder(field, connection.vendor)) is not None
-    )
+    decoders = _decoders([*fields, owner], connection.vendor)
     name = _name("lock+claimant", step._meta.db_table, columns)
     return SelectRow(name, sql, (*columns, *STEP_EXTRAS), decoders)
 
@@ -425,11 +424,7 @@ def _credentials_read(
         f"WHERE {column('t', _field(token_model, 'key_prefix').column)} = %s"
     )
     loaded = [*token_fields, *user_fields]
-    decoders = tuple(
-        (position, decoder)
-        for position, field in enumerate(loaded)
-        if (decoder := _decoder(field, connection.vendor)) is not None
-    )
+    decoders = _decoders(loaded, connection.vendor)
     return CredentialsRead(
         name=f"read {token_model._meta.db_table}+credentials",
         sql=sql,

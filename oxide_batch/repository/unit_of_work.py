@@ -272,15 +272,7 @@ class UnitOfWorkBase:
         """One locking read of a job execution with its extras
         (``statements.lock_execution``), kept as its image: the operation
         updates the returned row with what it writes."""
-        if type(pk) is not int or not 0 < pk <= _MAX_PK:
-            return None
-        connection = self._connection
-        statement = statements.lock_execution(connection, columns)
-        if cursor is None:
-            with connection.cursor() as cursor:
-                row = statement.run(cursor, connection, pk)
-        else:
-            row = statement.run(cursor, connection, pk)
+        row = self._run(statements.lock_execution(self._connection, columns), pk, cursor)
         if row is not None:
             self._execution_images[pk] = row
         return row
@@ -290,10 +282,16 @@ class UnitOfWorkBase:
     ) -> dict[str, Any] | None:
         """One locking read of a step with its job execution's claimant
         (``statements.lock_step``), which :meth:`_check_claimant` reads."""
+        return self._run(statements.lock_step(self._connection, columns), pk, cursor)
+
+    def _run(
+        self, statement: statements.SelectRow, pk: int, cursor: Any = None
+    ) -> dict[str, Any] | None:
+        """One single-row statement by primary key, on ``cursor`` or a new one
+        (``None`` for a key no row can have: ids are checked before they get here)."""
         if type(pk) is not int or not 0 < pk <= _MAX_PK:
             return None
         connection = self._connection
-        statement = statements.lock_step(connection, columns)
         if cursor is None:
             with connection.cursor() as cursor:
                 return statement.run(cursor, connection, pk)
@@ -335,14 +333,7 @@ class UnitOfWorkBase:
         cursor: Any = None,
     ) -> dict[str, Any] | None:
         """One row's ``columns`` by primary key, locked when asked."""
-        if type(pk) is not int or not 0 < pk <= _MAX_PK:
-            return None  # no row has such a key (ids are checked before they get here)
-        connection = self._connection
-        statement = statements.select(connection, model, columns, lock=lock)
-        if cursor is None:
-            with connection.cursor() as cursor:
-                return statement.run(cursor, connection, pk)
-        return statement.run(cursor, connection, pk)
+        return self._run(statements.select(self._connection, model, columns, lock=lock), pk, cursor)
 
     def _write(
         self,
