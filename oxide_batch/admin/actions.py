@@ -8,7 +8,11 @@ does not apply (:mod:`oxide_batch.admin.applicable`) — such a row is never
 submitted, and without any row to act on there is no confirm button. For
 recover each row shows its proposal; the proposals of all rows are read
 together (``OperatorService.propose_many``), so the page runs the same number
-of queries for 1 row as for 100.
+of queries for 1 row as for 100. A row to recover that is only not stale yet
+(SPEC §11) carries its inputs too, posted apart (``overridable``): it is
+recovered only when the operator ticks the override and gives a note, which
+the service records on the decision; without the override it stays untouched
+and its row says so.
 
 POST validates one :class:`~oxide_batch.admin.forms.ActionForm` for all rows
 first: invalid input re-renders the page with the errors beside their fields
@@ -50,12 +54,13 @@ from oxide_batch.admin.applicable import (
     action_choices_many,
     applicable_actions,
     execution_choices,
+    recovery_overridable,
 )
 from oxide_batch.admin.base import can, change_url, parse_id
 from oxide_batch.admin.display import badge, when
 from oxide_batch.admin.forms import ActionForm
 from oxide_batch.admin.proposals import proposal_display
-from oxide_batch.admin.results import execution_now, report_row
+from oxide_batch.admin.results import execution_now, report_left_out, report_row
 from oxide_batch.api.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
@@ -221,27 +226,39 @@ class _ActionsMixin:
             raise PermissionDenied
         if request.method == "POST":
             acting = _ids(request.POST.get("ids", ""))
-            rows = self.rows(spec, _ids(request.POST.get("selected", "")) or acting)
-            form = self._form(spec, acting, rows, data=request.POST)
+            overridable = _ids(request.POST.get("overridable", ""))
+            rows = self.rows(spec, _ids(request.POST.get("selected", "")) or acting + overridable)
+            form = self._form(spec, acting, rows, data=request.POST, overridable=overridable)
             if form.is_valid():
                 self.apply(request, spec, form)
-                if len(acting) == 1:
-                    return HttpResponseRedirect(change_url(spec.model, acting[0]))
+                if len(form.field_ids) == 1:
+                    return HttpResponseRedirect(change_url(spec.model, form.field_ids[0]))
                 return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
             return self._render(request, spec, rows, form)
         rows = self.rows(spec, _ids(request.GET.get("ids", "")))
         acting = [row["id"] for row in rows if row["choice"].applies]
-        return self._render(request, spec, rows, self._form(spec, acting, rows))
+        overridable = [row["id"] for row in rows if row.get("overridable")]
+        return self._render(
+            request, spec, rows, self._form(spec, acting, rows, overridable=overridable)
+        )
 
     def _form(
-        self, spec: ActionSpec, acting: list[int], rows: list[dict[str, Any]], data: Any = None
+        self,
+        spec: ActionSpec,
+        acting: list[int],
+        rows: list[dict[str, Any]],
+        data: Any = None,
+        *,
+        overridable: list[int] | None = None,
     ) -> ActionForm:
         marked = [row["id"] for row in rows if row.get("unknown_commit")]
+        overridable = overridable or []
         initial: dict[str, Any] = {}
         if data is None:
             by_id = {row["id"]: row for row in rows}
-            initial["reason_code"] = _default_reason(spec, bool(set(marked) & set(acting)))
-            for pk in acting:
+            offered = {*acting, *overridable}
+            initial["reason_code"] = _default_reason(spec, bool(set(marked) & offered))
+            for pk in offered:
                 initial[f"operation_{pk}"] = f"console-{uuid.uuid4().hex}"
                 initial[f"version_{pk}"] = by_id[pk].get("version")
                 initial[f"digest_{pk}"] = by_id[pk].get("digest")
@@ -252,16 +269,18 @@ class _ActionsMixin:
             versioned=spec.versioned,
             recover=spec.name == "recover",
             unknown_commit=marked,
+            overridable=overridable,
             initial=initial,
         )
 
     def _render(
         self, request: HttpRequest, spec: ActionSpec, rows: list[dict[str, Any]], form: ActionForm
     ) -> HttpResponse:
-        acting = set(form.row_ids)
+        inputs = set(form.field_ids)
         for row in rows:
-            row["fields"] = form.row_fields(row["id"]) if row["id"] in acting else None
-            row["errors"] = form.row_errors(row["id"]) if row["id"] in acting else []
+            row["fields"] = form.row_fields(row["id"]) if row["id"] in inputs else None
+            row["errors"] = form.row_errors(row["id"]) if row["id"] in inputs else []
+            row["override"] = row["id"] in form.overridable
         context = {
             **self.admin_site.each_context(request),
             "title": f"Confirm: {spec.label}",
@@ -270,11 +289,14 @@ class _ActionsMixin:
             "rows": rows,
             "form": form,
             "intro": INTRO[spec.name],
-            "acting": len(acting),
+            "acting": len(form.row_ids),
+            "overridable": len(form.overridable),
+            "confirmable": len(inputs),
             "ids": ",".join(str(pk) for pk in form.row_ids),
+            "overridable_ids": ",".join(str(pk) for pk in form.overridable),
             "selected": ",".join(str(row["id"]) for row in rows),
             "unknown_commit_hint": spec.name == "recover"
-            and any(row.get("unknown_commit") for row in rows if row["id"] in acting),
+            and any(row.get("unknown_commit") for row in rows if row["id"] in inputs),
             "changelist": reverse(f"admin:oxide_batch_{spec.model}_changelist"),
         }
         return TemplateResponse(request, "admin/oxide_batch/confirm_action.html", context)
@@ -348,6 +370,7 @@ class ExecutionActions(_ActionsMixin):
                     version=proposal.version,
                     digest=proposal.evidence_digest,
                     unknown_commit=proposal.unknown_commit,
+                    overridable=recovery_overridable(proposal),
                     proposal=proposal_display(proposal, now),
                 )
             rows.append(shown)
@@ -391,8 +414,11 @@ class ExecutionActions(_ActionsMixin):
                     failure_category=form.failure_category
                     if form.disposition is RecoveryDisposition.MARK_FAILED
                     else None,
+                    override_note=row.override_note,
                 )
             report_row(request, f"execution #{row.id}", run, partial(execution_now, row.id))
+        for pk in form.left_out():
+            report_left_out(request, f"execution #{pk}")
 
 
 class InstanceActions(_ActionsMixin):

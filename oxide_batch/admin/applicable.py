@@ -4,8 +4,11 @@ The console offers an action only where the services could apply it; the rules
 are the services' and the domain's, read from their tables, not restated:
 
 - **Recover** — the recovery proposal is eligible: UNKNOWN always, STARTING/
-  STARTED/STOPPING when inactive longer than the stale threshold
-  (:func:`oxide_batch.domain.evidence.propose_recovery`).
+  STARTED/STOPPING once the owner's lease expired, or without an owner when
+  inactive longer than the stale threshold
+  (:func:`oxide_batch.domain.evidence.propose_recovery`). An active execution
+  that is not stale yet is not offered, but the recover page may still take
+  it with the operator's explicit override (:func:`recovery_overridable`).
 - **Abandon** — the status is in
   :data:`oxide_batch.services.operator.ABANDONABLE` (the lifecycle table's
   sources of ABANDONED, without UNKNOWN, which only a recovery abandons).
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -105,16 +108,43 @@ def is_instance_row(row: Any) -> bool:
 # -- why not, in words --------------------------------------------------------------
 
 
+OVERRIDE_HINT = (
+    "if its worker is gone, an operator may recover it now with the override (a note is required)"
+)
+
+
+def recovery_overridable(proposal: RecoveryProposal | None) -> bool:
+    """Whether only the operator's override stands between the proposal and a
+    recovery (SPEC §11): an active execution that is not stale yet — its
+    owner's lease is held, or it has not been inactive long enough. Any other
+    ineligible execution (finished) is never recovered, override or not."""
+    return proposal is not None and proposal.reason_code == ExecutionNotStale.code
+
+
 def recovery_why_not(proposal: RecoveryProposal) -> str | None:
-    """``None`` for an eligible proposal, else its reason code as a sentence."""
+    """``None`` for an eligible proposal, else its reason code as a sentence;
+    an execution that is not stale yet says until when (the lease's expiry for
+    an owned one, the end of the stale threshold else) and that the override
+    may recover it now."""
     if proposal.eligible:
         return None
     status = proposal.evidence.status.value
-    if proposal.reason_code == ExecutionNotStale.code:
-        return (
-            f"not eligible: the execution is still active ({status}) — last activity "
-            f"{human(proposal.inactive_for)} ago, threshold {human(proposal.threshold)}"
-        )
+    if recovery_overridable(proposal):
+        # The proposal's clock instant is its evidence's activity + inactivity.
+        remaining = proposal.threshold - proposal.inactive_for
+        until = (proposal.evidence.activity_at + proposal.threshold).astimezone(UTC)
+        at = f"{until:%Y-%m-%d %H:%M:%S} UTC (in {human(remaining)})"
+        if proposal.rule == "lease":
+            why = (
+                f"lease held until {at}, its owner last active "
+                f"{human(proposal.inactive_for)} ago (lease {human(proposal.threshold)})"
+            )
+        else:
+            why = (
+                f"inactive for only {human(proposal.inactive_for)} of the "
+                f"{human(proposal.threshold)} threshold, no owner recorded: stale after {at}"
+            )
+        return f"not eligible: the execution is still active ({status}) — {why}; {OVERRIDE_HINT}"
     return _not_recoverable(proposal.evidence.status)
 
 

@@ -2,10 +2,13 @@
 
 What the execution is (status, attempt, job, the parameters an operator may
 see), whether it is stuck (last activity, inactivity against the recovery
-threshold, owner and stop state), and — for an unresolved one — the recovery
-proposal inline: eligibility in words, each marker explained, the evidence,
-and the one action that applies. Below it a timeline of what happened, built
-from the durable timestamps only (nothing is inferred).
+threshold — the owner's lease when one is recorded —, owner, lease and stop
+state), and — for an unresolved one — the recovery proposal inline:
+eligibility in words (why, or until when and the override), each marker
+explained, the evidence, and the one action that applies. Below it a timeline
+of what happened, built from the durable timestamps only (nothing is
+inferred). The decisions that resolved it say why each was allowed (an
+override with its note).
 
 Bounded: the proposal is one unit of work (the repository's evidence read),
 the steps one query (at most :data:`TIMELINE_STEPS`, partition workers left
@@ -25,8 +28,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.admin.actions import action_url
-from oxide_batch.admin.applicable import action_choices, recovery_why_not
+from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
+from oxide_batch.admin.applicable import action_choices, recovery_overridable
 from oxide_batch.admin.base import can, link
 from oxide_batch.admin.display import (
     ACTIVE,
@@ -38,9 +41,10 @@ from oxide_batch.admin.display import (
     when,
 )
 from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.eligibility import decision_reason, lease, verdict
 from oxide_batch.admin.proposals import latest_step_display
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.evidence import RecoveryProposal
+from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.operator import OperatorService
@@ -96,7 +100,8 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     """The case file of one execution (``obj``: the change view's object;
     ``proposal``: :func:`proposal_for` it)."""
     now = timezone.now()
-    threshold = batch_settings.RECOVERY_STALE_AFTER
+    # The owner's lease when one is recorded (SPEC §11), else the stale threshold.
+    threshold = proposal.threshold if proposal else batch_settings.RECOVERY_STALE_AFTER
     steps = _steps(obj.pk)
     decisions = list(
         models.RecoveryDecision.objects.filter(job_execution_id=obj.pk).order_by("id")[
@@ -120,6 +125,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         ("Last activity", when(last, now)),
         ("Inactivity", inactivity(obj.status, last, threshold=threshold, now=now)),
         ("Owner", _owner(obj, now)),
+        *([("Lease", lease(proposal, now))] if proposal is not None else []),
         ("Stop", _stop(obj, now)),
     ]
     if obj.failure_category:
@@ -182,7 +188,7 @@ def _stop(obj: Any, now: datetime) -> SafeString:
 def _decisions(decisions: list[models.RecoveryDecision]) -> SafeString:
     return format_html_join(
         "<br>",
-        "{} — {} → {} ({}) by {}",
+        "{} — {} → {} ({}) by {}; allowed because: {}",
         (
             (
                 link("recoverydecision", d.pk, f"decision #{d.pk}"),
@@ -190,6 +196,7 @@ def _decisions(decisions: list[models.RecoveryDecision]) -> SafeString:
                 badge(d.resulting_status),
                 d.reason_code,
                 d.operator_reference,
+                decision_reason(d.eligibility, d.override_note, note=None),
             )
             for d in decisions
         ),
@@ -200,17 +207,6 @@ def _proposal(
     request: HttpRequest, obj: Any, proposal: RecoveryProposal, now: datetime
 ) -> SafeString:
     evidence = proposal.evidence
-    why_not = recovery_why_not(proposal)
-    if why_not is None:
-        verdict = format_html(
-            '<strong class="ob-eligible">eligible for recovery</strong> — {}',
-            "its outcome is unknown"
-            if obj.status == "UNKNOWN"
-            else f"inactive {human_short(proposal.inactive_for)}, over the "
-            f"{human_short(proposal.threshold)} threshold",
-        )
-    else:
-        verdict = format_html("<strong>{}</strong>", why_not)
     flags = {
         "unknown_commit": proposal.unknown_commit,
         "owner_recorded": evidence.owner_recorded,
@@ -227,7 +223,7 @@ def _proposal(
     return format_html(
         '<div class="ob-proposal">{}<ul class="ob-markers">{}</ul>'
         "<p>Evidence: latest step {}; newest step write {}; execution activity {}.</p>{}</div>",
-        verdict,
+        verdict(proposal, now),
         markers,
         latest_step_display(evidence.latest_step),
         when(evidence.newest_step_write_at, now),
@@ -238,7 +234,25 @@ def _proposal(
 
 def _the_action(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> SafeString:
     """The one action that applies to an unresolved execution: Recover once it
-    is eligible, else (still active) a stop request — the actions module's rule."""
+    is eligible, else (still active) a stop request — the actions module's rule —
+    and, for one not stale yet, the way to the override for who may recover."""
+    return format_html("{}{}", _primary(request, obj, proposal), _override(request, obj, proposal))
+
+
+def _override(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> SafeString:
+    recover = EXECUTION_ACTIONS["recover"]
+    if not (recovery_overridable(proposal) and can(request, recover.permission)):
+        return format_html("{}", "")
+    return format_html(
+        '<p><a class="button" href="{}">Recover #{} with an override…</a> <small>({})</small></p>',
+        action_url(recover, [obj.pk]),
+        obj.pk,
+        "only if you know its worker is gone: the next page asks for a note, "
+        "recorded on the decision",
+    )
+
+
+def _primary(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> SafeString:
     applicable = [
         choice.spec
         for choice in action_choices(obj, proposal=proposal)
@@ -305,11 +319,14 @@ def _timeline(
             Event(
                 d.decided_at,
                 format_html(
-                    "{}: {} → {} by {}",
+                    "{}: {} → {} by {}{}",
                     link("recoverydecision", d.pk, f"recovery decision #{d.pk}"),
                     d.prior_status,
                     badge(d.resulting_status),
                     d.operator_reference,
+                    " (an operator override)"
+                    if d.eligibility == Eligibility.OPERATOR_OVERRIDE.value
+                    else "",
                 ),
             )
         )

@@ -54,6 +54,22 @@ def when(moment: datetime | None, now: datetime | None = None) -> SafeString:
     )
 
 
+def when_absolute(moment: datetime, now: datetime) -> SafeString:
+    """An instant read after "until" or "after": the absolute UTC value first,
+    then how far it is in seconds or minutes, not :func:`when`'s whole minutes
+    (``2026-01-01 12:00:45 UTC (in 45 s)``: a 60 s lease would read "in 0 minutes")."""
+    utc = moment.astimezone(UTC)
+    relative = (
+        f"{human_short(now - moment)} ago" if moment <= now else f"in {human_short(moment - now)}"
+    )
+    return format_html(
+        '<time datetime="{}">{}</time> <small class="ob-rel">({})</small>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        relative,
+    )
+
+
 def when_short(moment: datetime | None, now: datetime | None = None) -> SafeString:
     """A list cell's reading of an instant: ``5 h 09 min ago`` over the
     absolute UTC minute (full instant in the tooltip and the <time>)."""

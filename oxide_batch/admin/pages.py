@@ -51,6 +51,7 @@ from oxide_batch.admin.display import (
     yes_no,
 )
 from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.eligibility import decision_reason
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.status import BatchStatus
@@ -414,10 +415,12 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="inactivity")
     def inactivity(self, obj: Any) -> SafeString:
+        # An owned execution is stale once its owner's lease expired (SPEC §11).
+        owned = bool(getattr(obj, "has_owner", False))
         return inactivity(
             obj.status,
             latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
-            threshold=batch_settings.RECOVERY_STALE_AFTER,
+            threshold=batch_settings.LEASE_TTL if owned else batch_settings.RECOVERY_STALE_AFTER,
             compact=True,
         )
 
@@ -824,6 +827,7 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "prior_status",
         "resulting_status",
         "reason_code",
+        "allowed",
         "actor",
         "decided",
     )
@@ -837,6 +841,8 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "prior_status",
         "resulting_status",
         "reason_code",
+        "allowed_why",
+        "note",
         "actor",
         "operator_user_id",
         "decided",
@@ -845,6 +851,21 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
     )
     execution = StepExecutionAdmin.execution
     decided = moment("decided_at", "decided")
+
+    @admin.display(description="allowed because", ordering="eligibility")
+    def allowed(self, obj: models.RecoveryDecision) -> SafeString:
+        """Why the recovery was allowed (the lease expired, inactive, UNKNOWN),
+        or that an operator's override allowed it, with its note (cut)."""
+        return decision_reason(obj.eligibility, obj.override_note)
+
+    @admin.display(description="allowed because")
+    def allowed_why(self, obj: models.RecoveryDecision) -> SafeString:
+        """:meth:`allowed` on the decision's page, whose next field is the note."""
+        return decision_reason(obj.eligibility, obj.override_note, note=0)
+
+    @admin.display(description="override note")
+    def note(self, obj: models.RecoveryDecision) -> str:
+        return obj.override_note or "— (no override)"
 
     @admin.display(description="actor", ordering="operator_reference")
     def actor(self, obj: models.RecoveryDecision) -> str:
@@ -928,10 +949,16 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
             models.RecoveryDecision.objects.filter(
                 job_execution_id=obj.job_execution_id, execution_version=obj.observed_version
             )
-            .values_list("id", flat=True)
+            .values("id", "eligibility", "override_note")
             .first()
         )
-        return link("recoverydecision", decision)
+        if decision is None:
+            return link("recoverydecision", None)
+        return format_html(
+            "{} — allowed because: {}",
+            link("recoverydecision", decision["id"]),
+            decision_reason(decision["eligibility"], decision["override_note"], note=None),
+        )
 
 
 @admin.register(models.RetentionRecord)

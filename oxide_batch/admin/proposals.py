@@ -1,5 +1,6 @@
-"""A recovery proposal as the confirmation page shows it: eligibility in words,
-inactivity against the threshold as durations, the evidence times relative and
+"""A recovery proposal as the confirmation page shows it: eligibility in words
+(why, or until when and the override), the owner's lease, inactivity against
+the threshold (or the lease) as durations, the evidence times relative and
 absolute (UTC), the latest step by name with its status badge, the markers,
 and a short prefix of the evidence digest (the full digest is posted back)."""
 
@@ -11,9 +12,10 @@ from typing import Any
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from oxide_batch.admin.applicable import recovery_why_not
+from oxide_batch.admin.applicable import recovery_overridable
 from oxide_batch.admin.base import link
 from oxide_batch.admin.display import badge, human, when
+from oxide_batch.admin.eligibility import lease, verdict
 from oxide_batch.domain.evidence import LatestStep, RecoveryProposal
 
 DIGEST_SHOWN = 12
@@ -51,13 +53,23 @@ def latest_step_display(step: LatestStep | None) -> SafeString:
     )
 
 
+# What the confirmation page says about a row that is not stale yet.
+OVERRIDE_BELOW = (
+    "If its worker is gone, tick the override below and say why: it is then recovered "
+    "now (a worker alive after all is fenced: its next write is refused)."
+)
+
+
 def proposal_display(proposal: RecoveryProposal, now: datetime) -> dict[str, Any]:
     evidence = proposal.evidence
+    rule = "lease" if proposal.rule == "lease" else "threshold"
     return {
         "eligible": proposal.eligible,
-        "verdict": recovery_why_not(proposal) or "eligible",
+        "overridable": recovery_overridable(proposal),
+        "verdict": verdict(proposal, now, advice=OVERRIDE_BELOW),
+        "lease": lease(proposal, now),
         "inactive": f"inactive for {human(proposal.inactive_for)} "
-        f"(threshold {human(proposal.threshold)})",
+        f"({rule} {human(proposal.threshold)})",
         "last_activity": when(evidence.last_activity_at, now),
         "newest_step_write": when(evidence.newest_step_write_at, now)
         if evidence.newest_step_write_at is not None

@@ -1,7 +1,9 @@
 """What the confirmation page says about each row after the POST: applied /
 replayed / nothing to change with what the row is now (new status, what it was,
-the decision with its resolved steps, links), or refused with the error code
-and what it means — a stale row says what it is now."""
+the decision with its resolved steps and whether an override made it, links),
+or refused with the error code and what it means — a stale row says what it is
+now; a row only the override would have recovered, when it was not ticked,
+that nothing was done to it."""
 
 from __future__ import annotations
 
@@ -47,6 +49,15 @@ def report_row(
         )
 
 
+def report_left_out(request: HttpRequest, label: str) -> None:
+    """A row only the override would have recovered, left as it was."""
+    messages.info(
+        request,
+        f"{label}: not recovered — it is not stale yet and the override was not ticked; "
+        "nothing was done to it",
+    )
+
+
 def row_outcome(result: Any) -> SafeString:
     """What a row is now: ``FAILED (was STARTED) — decision #12, 2 steps resolved``
     for an execution, the hold for an instance."""
@@ -72,10 +83,11 @@ def row_outcome(result: Any) -> SafeString:
     if decision is not None:
         resolved = len(decision.resolved_step_ids)
         now = format_html(
-            '{} — <a href="{}">decision #{}</a>, {} unfinished step{} resolved to FAILED',
+            '{} — <a href="{}">decision #{}</a>{}, {} unfinished step{} resolved to FAILED',
             now,
             change_url("recoverydecision", decision.id),
             decision.id,
+            " (an operator override, with its note)" if decision.overridden else "",
             resolved,
             "" if resolved == 1 else "s",
         )

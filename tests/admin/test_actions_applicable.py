@@ -31,13 +31,13 @@ NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 STALE_AFTER = timedelta(minutes=15)
 
 
-def proposal(status: BatchStatus, inactive: timedelta):
+def proposal(status: BatchStatus, inactive: timedelta, *, owned: bool = False):
     evidence = RecoveryEvidence(
         job_execution_id=7,
         status=status,
         attempt=1,
         version=3,
-        owner_recorded=False,
+        owner_recorded=owned,
         failure_category=None,
         last_activity_at=NOW - inactive,
         last_observed_at=None,
@@ -101,8 +101,19 @@ def test_reasons_are_sentences():
     row = {"id": 7, "status": "STARTED", "stop_requested_at": None}
     (recover, _, _) = action_choices(row, proposal=proposal(S.STARTED, timedelta(minutes=3)))
     assert recover.why_not == (
-        "not eligible: the execution is still active (STARTED) — last activity 3m 00s ago, "
-        "threshold 15m 00s"
+        "not eligible: the execution is still active (STARTED) — inactive for only 3m 00s of "
+        "the 15m 00s threshold, no owner recorded: stale after 2026-01-01 12:12:00 UTC (in "
+        "12m 00s); if its worker is gone, an operator may recover it now with the override "
+        "(a note is required)"
+    )
+    # An owned one is decided by its owner's lease (60 s by default): when it expires.
+    owned = proposal(S.STARTED, timedelta(seconds=15), owned=True)
+    (recover, _, _) = action_choices(row, proposal=owned)
+    assert recover.why_not == (
+        "not eligible: the execution is still active (STARTED) — lease held until "
+        "2026-01-01 12:00:45 UTC (in 45s), its owner last active 15s ago (lease 1m 00s); if "
+        "its worker is gone, an operator may recover it now with the override (a note is "
+        "required)"
     )
     (recover, abandon, stop) = action_choices({"id": 7, "status": "FAILED"})
     assert recover.why_not is not None
@@ -161,11 +172,18 @@ def test_an_execution_page_offers_only_the_actions_that_apply(
 
 @pytest.mark.django_db
 def test_a_running_execution_says_why_it_cannot_be_recovered_yet(operator_client, demo):
+    """Recover is not offered as an action; the case file leads to the override
+    instead, named as such (the recover page asks for the note)."""
     live = models.JobExecution.objects.filter(job_name="nightly_import", status="STARTED").get()
     html = _execution_page(operator_client, live.pk)
-    assert _offered(html, live.pk) == {"stop"}
-    assert "not eligible: the execution is still active (STARTED) — last activity " in html
-    assert "threshold 15m 00s" in html
+    assert _offered(html, live.pk) == {"stop", "recover"}
+    override = f'/act/recover/?ids={live.pk}">Recover #{live.pk} with an override…</a>'
+    assert override in html
+    actions = html.split('class="ob-actions"', 1)[1]
+    assert "/act/recover/" not in actions  # the actions field offers only the stop
+    assert "not eligible: the execution is still active (STARTED) — inactive for only " in html
+    assert "of the 15m 00s threshold, no owner recorded: stale after " in html
+    assert "recover it now with the override (a note is required)" in html
 
 
 @pytest.mark.django_db
