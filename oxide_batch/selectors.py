@@ -81,13 +81,33 @@ def unresolved_executions_queryset(
     statement's generic plan can use that index too.
     Unordered: compose further filters, then order.
     """
-    cutoff = now - inactive_for
+    return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
+        Q(status=BatchStatus.UNKNOWN.value) | _silent_since(now - inactive_for)
+    )
+
+
+def _silent_since(cutoff: datetime) -> Q:
+    """No activity of the execution in ``OuterRef`` since ``cutoff``: no runtime
+    write or owner observation, and no step write (SPEC §9)."""
     recent_step_write = models.StepExecution.objects.filter(
         job_execution_id=OuterRef("pk"), updated_at__gte=cutoff
     )
+    return Q(Q(last_activity_at__lt=cutoff), ~Exists(recent_step_write))
+
+
+def needs_attention_queryset(
+    *, now: datetime, stale_after: timedelta, lease_ttl: timedelta
+) -> QuerySet[models.JobExecution]:
+    """The executions a recovery may resolve now (the console's "needs
+    attention", the dashboard's unresolved list, the gauge): UNKNOWN; claimed
+    and active with its owner's lease expired (silent longer than
+    ``lease_ttl``, SPEC §11); unclaimed and active, silent longer than
+    ``stale_after``. On the partial index ``ob_execution_unresolved``, as
+    :func:`unresolved_executions_queryset`. Unordered."""
     return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
         Q(status=BatchStatus.UNKNOWN.value)
-        | (Q(last_activity_at__lt=cutoff) & ~Exists(recent_step_write))
+        | (Q(owner_token__isnull=False) & _silent_since(now - lease_ttl))
+        | (Q(owner_token__isnull=True) & _silent_since(now - stale_after))
     )
 
 
@@ -132,12 +152,18 @@ def unresolved_executions(
     inactive_for: timedelta,
     limit: int = 50,
     before_id: int | None = None,
+    lease_ttl: timedelta | None = None,
 ) -> list[ExecutionView]:
-    """One page of :func:`unresolved_executions_queryset`, newest id first; the
-    next page passes the last id as ``before_id`` (keyset). One query."""
+    """One page of :func:`unresolved_executions_queryset` — or, with
+    ``lease_ttl``, of :func:`needs_attention_queryset` (``inactive_for`` the
+    stale threshold) — newest id first; the next page passes the last id as
+    ``before_id`` (keyset). One query."""
     if not 1 <= limit <= UNRESOLVED_PAGE_MAX:
         raise ValueError(f"limit must be 1..{UNRESOLVED_PAGE_MAX}")
-    queryset = unresolved_executions_queryset(now=now, inactive_for=inactive_for)
+    if lease_ttl is None:
+        queryset = unresolved_executions_queryset(now=now, inactive_for=inactive_for)
+    else:
+        queryset = needs_attention_queryset(now=now, stale_after=inactive_for, lease_ttl=lease_ttl)
     if before_id is not None:
         queryset = queryset.filter(pk__lt=before_id)
     rows = _views(queryset.order_by("-id"))

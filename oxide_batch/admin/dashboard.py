@@ -41,7 +41,10 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     ]
     by_day = selectors.executions_by_day(now=now)
     unresolved = selectors.unresolved_executions(
-        now=now, inactive_for=stale_after, limit=UNRESOLVED_SHOWN
+        now=now,
+        inactive_for=stale_after,
+        limit=UNRESOLVED_SHOWN,
+        lease_ttl=batch_settings.LEASE_TTL,
     )
     operate = can(request, EXECUTION_ACTIONS["recover"].permission)
     unresolved_rows = [

@@ -257,15 +257,20 @@ class TriageFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         threshold = human_short(batch_settings.RECOVERY_STALE_AFTER)
         return [
-            ("unresolved", f"unresolved (UNKNOWN, or inactive > {threshold})"),
+            (
+                "unresolved",
+                f"unresolved (UNKNOWN, a lease expired, or unclaimed and inactive > {threshold})",
+            ),
             ("failed24h", "failed in the last 24 h"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()
         if self.value() == "unresolved":
-            unresolved = selectors.unresolved_executions_queryset(
-                now=now, inactive_for=batch_settings.RECOVERY_STALE_AFTER
+            unresolved = selectors.needs_attention_queryset(
+                now=now,
+                stale_after=batch_settings.RECOVERY_STALE_AFTER,
+                lease_ttl=batch_settings.LEASE_TTL,
             )
             return queryset.filter(pk__in=unresolved.values("pk"))
         if self.value() == "failed24h":

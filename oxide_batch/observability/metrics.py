@@ -316,7 +316,7 @@ class ExecutionGauges(Collector):
     by autovacuum's ANALYZE) give an estimate, flagged by
     ``oxide_batch_executions_estimated``; without statistics (SQLite) the value
     stays at the cap. Unresolved executions: the console's indexed query
-    (``selectors.unresolved_executions_queryset``, the partial index on
+    (``selectors.needs_attention_queryset``, the partial index on
     unresolved statuses), also capped. A failed refresh keeps the last values
     and counts ``oxide_batch_gauge_refresh_failures_total``; a scrape never fails.
     """
@@ -351,7 +351,7 @@ class ExecutionGauges(Collector):
             return self._values
 
     def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, float]:
-        from oxide_batch.selectors import unresolved_executions_queryset
+        from oxide_batch.selectors import needs_attention_queryset
 
         cap = batch_settings.METRICS_STATUS_COUNT_CAP
         now = self.now() if self.now is not None else _system_now()
@@ -376,8 +376,10 @@ class ExecutionGauges(Collector):
                         counts[status] = max(cap, estimates[status])
                         estimated[status] = True
             unresolved = (
-                unresolved_executions_queryset(
-                    now=now, inactive_for=batch_settings.RECOVERY_STALE_AFTER
+                needs_attention_queryset(
+                    now=now,
+                    stale_after=batch_settings.RECOVERY_STALE_AFTER,
+                    lease_ttl=batch_settings.LEASE_TTL,
                 )
                 .using(using)[:cap]
                 .count()
@@ -400,8 +402,9 @@ class ExecutionGauges(Collector):
         )
         unresolved = GaugeMetricFamily(
             "oxide_batch_unresolved_executions",
-            "Executions needing an operator: UNKNOWN, or active and inactive for longer "
-            "than OXIDE_BATCH_RECOVERY_STALE_AFTER (capped).",
+            "Executions a recovery may resolve now: UNKNOWN, claimed with the owner's lease "
+            "expired, or unclaimed and inactive longer than OXIDE_BATCH_RECOVERY_STALE_AFTER "
+            "(capped).",
         )
         refreshed = GaugeMetricFamily(
             "oxide_batch_gauges_refreshed_timestamp_seconds",

@@ -51,12 +51,19 @@ def test_the_list_has_last_activity_and_inactivity_columns(admin_client, demo):
 
 
 def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_client, demo):
+    """UNKNOWN, a claimed execution whose owner's lease expired (SPEC §11), an
+    unclaimed one silent longer than the stale threshold; not a claimed one
+    within its lease, nor an unclaimed one silent less than the threshold."""
     fresh = Workload(datetime.now(UTC) - timedelta(seconds=30))
     running = fresh.move(fresh.launch("fresh_job", n=1), BatchStatus.STARTED)
+    held = claimed(fresh, "held_job")
+    lapsed = claimed(Workload(datetime.now(UTC) - timedelta(minutes=2)), "lapsed_job")
     html = _get(admin_client, reverse(CHANGELIST) + "?triage=unresolved")
     expected = set(
-        selectors.unresolved_executions_queryset(
-            now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
+        selectors.needs_attention_queryset(
+            now=timezone.now(),
+            stale_after=batch_settings.RECOVERY_STALE_AFTER,
+            lease_ttl=batch_settings.LEASE_TTL,
         ).values_list("pk", flat=True)
     )
     statuses = set(
@@ -64,8 +71,19 @@ def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_cli
     )
     assert {"UNKNOWN", "STARTED"} <= statuses  # the demo has both kinds
     assert _listed(html) == expected
-    assert running.id not in _listed(html)  # active, but within the threshold
-    assert "unresolved (UNKNOWN, or inactive &gt; 15 min)" in html
+    assert lapsed.id in _listed(html)  # two minutes silent: its 60 s lease expired
+    assert running.id not in _listed(html)  # unclaimed, within the threshold
+    assert held.id not in _listed(html)  # claimed, within its lease
+    assert "unresolved (UNKNOWN, a lease expired, or unclaimed and inactive &gt; 15 min)" in html
+
+
+def claimed(work: Workload, job: str):  # type: ignore[no-untyped-def]
+    """A STARTED execution its runtime claimed at the workload's clock."""
+    execution = work.launch(job, n=1)
+    with work.repo.begin() as uow:
+        uow.claim_execution_owner(execution.id, execution.version, b"\x0c" * 16)
+        uow.commit()
+    return work.move(execution, BatchStatus.STARTED)
 
 
 def test_the_failed_filter_keeps_the_last_24_hours(admin_client, demo):
