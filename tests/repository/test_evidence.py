@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -47,7 +48,11 @@ from oxide_batch.domain.flow import FlowDecisionRequest, FlowTarget, FlowTransit
 from oxide_batch.domain.partitions import PartitionPlanEntry
 from oxide_batch.domain.state import StateEnvelope, StoredState
 from oxide_batch.repository import DjangoJobRepository, FixedClock
-from oxide_batch.selectors import unresolved_executions, unresolved_executions_queryset
+from oxide_batch.selectors import (
+    needs_attention_queryset,
+    unresolved_executions,
+    unresolved_executions_queryset,
+)
 from tests.conftest import on_postgres
 from tests.helpers import key, launch, move
 
@@ -657,11 +662,20 @@ def test_unresolved_executions_read_the_partial_index(repo, clock):
     assert "ob_execution_unresolved" in plan, plan
     assert "Seq Scan on ob_job_execution" not in plan, plan
     composable = unresolved_executions_queryset(now=clock.now(), inactive_for=15 * MINUTE)
-    assert "ob_execution_unresolved" in composable.order_by("-id")[:50].explain()
-    # A prepared statement's generic plan (what PostgreSQL may switch to after
-    # five runs on one connection) must find the partial index too: the status
-    # values are literals, not parameters (bench/size.py found the table walk).
-    sql, params = composable.order_by("-id")[:50].query.sql_with_params()
+    # The console's and the gauge's rule with leases (SPEC §11) reads the same index.
+    attention = needs_attention_queryset(
+        now=clock.now(), stale_after=15 * MINUTE, lease_ttl=timedelta(seconds=60)
+    )
+    for queryset in (composable, attention):
+        assert "ob_execution_unresolved" in queryset.order_by("-id")[:50].explain()
+        assert_generic_plan_reads_the_partial_index(queryset)
+
+
+def assert_generic_plan_reads_the_partial_index(queryset: Any) -> None:
+    """A prepared statement's generic plan (what PostgreSQL may switch to after
+    five runs on one connection) must find the partial index too: the status
+    values are literals, not parameters (bench/size.py found the table walk)."""
+    sql, params = queryset.order_by("-id")[:50].query.sql_with_params()
     parts = sql.split("%s")
     numbered = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
     types = ", ".join(
