@@ -689,7 +689,9 @@ def assert_generic_plan_reads_the_partial_index(queryset: Any) -> None:
             marks = ", ".join(["%s"] * len(params))
             # EXECUTE's arguments as literals (bound, their types are unknown).
             cursor.execute(
-                connection.ops.compose_sql(f"EXPLAIN EXECUTE unresolved_generic({marks})", params)
+                connection.ops.compose_sql(  # type: ignore[attr-defined] # PostgreSQL's
+                    f"EXPLAIN EXECUTE unresolved_generic({marks})", params
+                )
             )
             generic = "\n".join(line for (line,) in cursor.fetchall())
         finally:
