@@ -121,7 +121,15 @@ class RuntimeActor:
         step_count = self.rng.randint(1, len(STEP_NAMES))
         crash_at = self.rng.randrange(step_count)
         for position, name in enumerate(STEP_NAMES[:step_count]):
-            step = self.transition_step(self.create_step(execution, name), S.STARTED)
+            try:
+                created = self.create_step(execution, name)
+            except Lost as lost:
+                if lost.code != "not_restartable" or execution.attempt == 1:
+                    raise
+                # It COMPLETED in an earlier attempt: a restart skips it (SPEC §11).
+                self.ledger.notes["completed steps a restart skipped"] += 1
+                continue
+            step = self.transition_step(created, S.STARTED)
             for _ in range(self.rng.randint(2, 5)):
                 execution, stopping = self.observe(execution, token)
                 if stopping:
