@@ -15,12 +15,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.converters import IdentifierConverter
-from oxide_batch.api.patterns import ascii_pattern, text_pattern
+from oxide_batch.api.patterns import ascii_pattern, name_pattern, text_pattern
 from oxide_batch.api.shapes import name_schema
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.instants import RFC3339_INSTANT
 from oxide_batch.domain.names import NameKind, OperatorStringKind
 from oxide_batch.domain.partitions import MAX_PARTITION_KEY_BYTES
+from oxide_batch.domain.recovery import OVERRIDE_NOTE_MAX_BYTES
 from oxide_batch.domain.state import MAX_SCHEMA_VERSION
 
 MAX_BIGINT = 2**63 - 1
@@ -113,6 +114,23 @@ class NameField(StrictCharField):
         super().__init__(**kwargs)
         self.kind = kind
         document_as(self, name_schema(kind))
+
+
+class NoteField(StrictCharField):
+    """An operator's note (an override's): validated by the domain
+    (``validate_override_note``: a name's rules at 1000 bytes), documented so."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        document_as(
+            self,
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": OVERRIDE_NOTE_MAX_BYTES,
+                "pattern": name_pattern(OVERRIDE_NOTE_MAX_BYTES),
+            },
+        )
 
 
 class OperatorStringField(StrictCharField):

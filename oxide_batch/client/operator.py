@@ -70,8 +70,7 @@ class OperatorClient(ApiTransport):
                 else FailureCategory(failure_category).value,
                 "failure_id": failure_id,
                 "operation_id": operation_id,
-                "override": None if override_note is None else True,
-                "override_note": override_note,
+                "override": None if override_note is None else {"note": override_note},
             },
         )
         return OperatorOutcome.from_json(document)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -22,6 +23,7 @@ from tests.api.conftest import token_client
 from tests.api.support import (
     DIGEST,
     EXECUTION_KEYS,
+    FAILURE,
     INSTANT,
     Runtime,
     field_error,
@@ -449,6 +451,108 @@ def test_recover_input_errors(rt: Runtime, operator: Runtime, fixed: FixedClock)
     problem(operator.post("executions/987654/recover", recover_body(proposal)), 404,
             "job_execution_not_found")  # fmt: skip
     assert models.OperatorRequest.objects.count() == 0
+
+
+# ----------------------------------------------------------- the override (SPEC §11)
+
+NOTE = "host batch-7 was powered off at 02:10 (ticket OPS-9): its worker is gone"
+
+
+def claimed_started(rt: Runtime) -> dict[str, Any]:
+    """A STARTED execution its runtime claimed: it holds a lease."""
+    _, execution = rt.launch("owned_job")
+    execution = rt.post(
+        f"executions/{execution['id']}/claim",
+        {"expected_version": execution["version"], "owner_token": "ab" * 16},
+        200,
+    )
+    return rt.move(execution, "STARTED")
+
+
+def test_an_override_with_a_note_recovers_an_execution_whose_lease_is_held(
+    rt: Runtime, operator: Runtime, viewer: Runtime, fixed: FixedClock
+) -> None:
+    execution = claimed_started(rt)
+    fixed.advance(timedelta(seconds=20))  # 40 s of its 60 s lease left
+    proposal = proposal_of(operator, execution)
+    assert (proposal["eligible"], proposal["rule"]) == (False, "lease")
+    path = f"executions/{execution['id']}/recover"
+    problem(operator.post(path, recover_body(proposal)), 409, "execution_not_stale")
+    body = recover_body(proposal, operation_id="override-1", override={"note": NOTE})
+    recovered = operator.post(path, body, 200)
+    check_response(recovered)
+    decision = recovered["decision"]
+    assert (decision["eligibility"], decision["override"], decision["override_note"]) == (
+        "operator_override",
+        True,
+        NOTE,
+    )
+    assert recovered["execution"]["status"] == "FAILED"
+    (row,) = viewer.get("audit/recovery-decisions")["results"]
+    assert (row["eligibility"], row["override"], row["override_note"]) == (
+        "operator_override",
+        True,
+        NOTE,
+    )
+    # The same request replays; the same operation id with another note conflicts.
+    assert operator.post(path, body, 200)["replayed"] is True
+    other = {**body, "override": {"note": "another reason"}}
+    problem(operator.post(path, other), 409, "operation_id_conflict")
+    # The worker, alive after all, is fenced: its next write is refused.
+    problem(
+        rt.post(path.replace("/recover", "/transition"),
+                {"expected_version": execution["version"], "status": "COMPLETED"}),
+        409,
+        "stale_version",
+    )  # fmt: skip
+
+
+def test_an_override_of_an_eligible_execution_records_the_rule_and_the_note(
+    rt: Runtime, operator: Runtime, fixed: FixedClock
+) -> None:
+    execution = claimed_started(rt)
+    fixed.advance(timedelta(minutes=2))  # the lease expired anyway
+    proposal = proposal_of(operator, execution)
+    assert (proposal["eligible"], proposal["eligibility"]) == (True, "lease_expired")
+    body = recover_body(proposal, override={"note": NOTE})
+    decision = operator.post(f"executions/{execution['id']}/recover", body, 200)["decision"]
+    assert (decision["eligibility"], decision["override"], decision["override_note"]) == (
+        "lease_expired",
+        False,
+        NOTE,
+    )
+
+
+def test_an_override_never_recovers_a_finished_execution(rt: Runtime, operator: Runtime) -> None:
+    failed = rt.move(rt.started(), "FAILED", failure=FAILURE)
+    proposal = proposal_of(operator, failed)
+    body = recover_body(proposal, override={"note": NOTE})
+    rejected_and_replayed(
+        operator, f"executions/{failed['id']}/recover", body, "recovery_not_allowed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "path", "code"),
+    [
+        ({}, "override.note", "required"),
+        ({"note": ""}, "override.note", "recovery_field_empty"),
+        ({"note": " padded"}, "override.note", "recovery_field_surrounding_whitespace"),
+        ({"note": "two\nlines"}, "override.note", "recovery_field_control_character"),
+        ({"note": "é" * 501}, "override.note", "recovery_field_too_long"),
+        ({"note": NOTE, "by": "mallory"}, "override.by", "unknown_member"),
+        (True, "override", "invalid"),
+    ],
+)
+def test_an_override_needs_a_note_the_audit_can_show(
+    rt: Runtime, operator: Runtime, fixed: FixedClock, override: Any, path: str, code: str
+) -> None:
+    execution = claimed_started(rt)
+    proposal = proposal_of(operator, execution)
+    body = recover_body(proposal, override=override)
+    field_error(operator.post(f"executions/{execution['id']}/recover", body), path, code)
+    assert models.OperatorRequest.objects.count() == 0
+    assert models.JobExecution.objects.get(pk=execution["id"]).status == "STARTED"
 
 
 # -------------------------------------------------------------------------- stop
