@@ -114,10 +114,11 @@ class Watchdog:
             self.process = subprocess.Popen([sys.executable, str(manage), "batch_watchdog"])
             log.info("batch_watchdog started (pid %d)", self.process.pid)
             code = self.process.wait()
-            if self.stopping.is_set():
+            # A stop of the whole server may reach it first (a SIGTERM to the
+            # process group): the server's own stop follows within the delay.
+            if self.stopping.wait(self.RESTART_DELAY):
                 return
             log.error("batch_watchdog exited with %d; starting it again", code)
-            self.stopping.wait(self.RESTART_DELAY)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -140,13 +140,17 @@ def _split(path: str) -> list[Any]:
 
 
 def replace_at(value: Any, path: str, new: Any) -> Any:
-    """A copy of ``value`` with the member at a dotted path set to ``new``."""
+    """A copy of ``value`` with the member at a dotted path set to ``new``; an
+    optional object the valid body leaves out (e.g. a recovery's ``override``)
+    is added around it, so its members are attacked too."""
     result = copy.deepcopy(value)
     parts = _split(path)
     if not parts:
         return new
     holder = result
     for part in parts[:-1]:
+        if isinstance(holder, dict) and isinstance(part, str) and part not in holder:
+            holder[part] = {}
         holder = holder[part]
     holder[parts[-1]] = new
     return result
