@@ -279,6 +279,9 @@ class JobExecution(ExecutionFields):
     # The recovery decision that resolved this execution (SPEC §10): the runtime
     # is fenced from it (no audit row is referenced by a foreign key).
     recovery_decision_id = models.BigIntegerField(null=True, blank=True)
+    # When it became FAILED (a runtime's transition or a recovery), kept when an
+    # abandon follows: a failure that happened stays a fact of the history.
+    failed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_execution"
@@ -310,6 +313,11 @@ class JobExecution(ExecutionFields):
                 condition=Q(status__in=UNRESOLVED),
                 name="ob_execution_unresolved",
             ),
+            models.Index(
+                fields=["failed_at"],
+                condition=Q(failed_at__isnull=False),
+                name="ob_execution_failed",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -331,6 +339,9 @@ class StepExecution(ExecutionFields):
     # The recovery decision that resolved this step to FAILED (SPEC §10): every
     # later runtime write to it is refused.
     recovery_decision_id = models.BigIntegerField(null=True, blank=True)
+    # The runtime's latest write to the step (SPEC §9's step activity): a
+    # recovery, which moves ``updated_at`` with the version, never moves it.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
     # Envelopes as canonical JSON text with a SHA-256 checksum, verified on read.
     checkpoint = models.TextField(null=True, blank=True)  # noqa: DJ001
     checkpoint_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
@@ -563,6 +574,8 @@ class RecoveryDecision(AuditModel):
     # operator_override; NULL before schema 5) and the override's note.
     eligibility = models.CharField(max_length=24, null=True, blank=True)  # noqa: DJ001
     override_note = models.TextField(null=True, blank=True)  # noqa: DJ001
+    # The evidence it was taken on, with its times (NULL before schema 6).
+    evidence = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_recovery_decision"

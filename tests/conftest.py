@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.conf import settings
 
 from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.services.audit import Actor
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -84,3 +86,34 @@ def _schema_version_row(request: pytest.FixtureRequest) -> None:
     blocker = request.getfixturevalue("django_db_blocker")
     with blocker.unblock():
         SchemaVersion.objects.get_or_create(id=1, defaults={"version": SUPPORTED_SCHEMA_VERSION})
+
+
+def give_accounts(*actors: Actor) -> None:
+    """Real accounts behind a test's actors (``Actor("alice", 7)``): an operator's
+    action goes into the admin's own history, whose ``LogEntry`` names a user.
+    The ids are the actors' own; the user sequence is moved past them, so a user
+    the test creates later gets a free id."""
+    from django.contrib.auth import get_user_model
+    from django.core.management.color import no_style
+    from django.db import connection
+
+    user_model: Any = get_user_model()
+    for actor in actors:
+        if actor.user_id is not None:
+            user_model.objects.get_or_create(
+                pk=actor.user_id, defaults={user_model.USERNAME_FIELD: actor.reference}
+            )
+    with connection.cursor() as cursor:
+        for statement in connection.ops.sequence_reset_sql(no_style(), [user_model]):
+            cursor.execute(statement)
+
+
+def accounts_fixture(*actors: Actor) -> Callable[[pytest.FixtureRequest], None]:
+    """A module's autouse fixture giving its actors accounts in each database test."""
+
+    @pytest.fixture(autouse=True)
+    def _accounts(request: pytest.FixtureRequest) -> None:
+        if request.node.get_closest_marker("django_db"):
+            give_accounts(*actors)
+
+    return _accounts

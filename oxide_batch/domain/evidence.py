@@ -310,7 +310,7 @@ class LatestStep:
 def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:
     """SPEC §9's activity of an execution: the later of its own (runtime writes and
     the owner's observations, the row's ``last_activity_at``) and its newest step
-    write (transition, chunk commit: the steps' ``updated_at``)."""
+    write (transition, chunk commit: the steps' ``last_activity_at``)."""
     return own if newest_step_write is None else max(own, newest_step_write)
 
 
@@ -320,8 +320,9 @@ class RecoveryEvidence:
 
     ``last_activity_at`` is the execution row's own activity (its latest runtime
     write or owner observation) and ``newest_step_write_at`` the newest
-    ``updated_at`` of its steps — the digest covers both under these names
-    (encoding v1); :attr:`activity_at` is the later of the two.
+    ``last_activity_at`` of its steps (their runtime writes) — the digest
+    covers both under these names (encoding v1); :attr:`activity_at` is the
+    later of the two.
     """
 
     job_execution_id: int
@@ -428,6 +429,21 @@ class RecoveryProposal:
         if self.evidence.status not in STALE_CHECKED:
             return None
         return "lease" if self.evidence.owner_recorded else "inactivity"
+
+    def recorded(self) -> dict[str, Any]:
+        """What a decision keeps of the evidence it was taken on, with its times
+        (JSON-ready): the digest's input (``evidence``), the activity it
+        combines, the rule, the inactivity and threshold at the decision, the
+        lease expiry."""
+        evidence = self.evidence
+        return {
+            "evidence": evidence.encoded(),
+            "last_activity_at": instant_text(evidence.activity_at),
+            "lease_expires_at": instant_text(self.lease_expires_at),
+            "rule": self.rule,
+            "inactive_seconds": int(self.inactive_for.total_seconds()),
+            "threshold_seconds": int(self.threshold.total_seconds()),
+        }
 
 
 def propose_recovery(

@@ -225,3 +225,6 @@ class StepExecution(_Execution):
     node_id: str
     # The recovery decision that resolved it to FAILED: fenced (SPEC §10).
     recovery_decision_id: int | None = None
+    # The runtime's latest write to it (SPEC §9); ``None`` only for rows written
+    # outside the repository. A recovery never moves it.
+    last_activity_at: datetime | None = None

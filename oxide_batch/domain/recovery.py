@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from oxide_batch.domain.errors import (
     IllegalTransition,
@@ -113,6 +114,8 @@ class RecoveryRequest:
     # override note, when one was given; the decision records both.
     eligibility: str | None = None
     override_note: str | None = None
+    # The evidence it was decided on, with its times (``RecoveryProposal.recorded``).
+    evidence: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _validate_text(self.reason_code, OperatorStringKind.REASON_CODE, "reason_code")
@@ -141,6 +144,7 @@ class RecoveryRequest:
         failure: FailureSummary,
         eligibility: str | None = None,
         override_note: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
     ) -> RecoveryRequest:
         return cls(
             expected_version,
@@ -151,6 +155,7 @@ class RecoveryRequest:
             failure,
             eligibility=eligibility,
             override_note=override_note,
+            evidence=evidence,
         )
 
     @classmethod
@@ -164,6 +169,7 @@ class RecoveryRequest:
         steps_failure: FailureSummary | None = None,
         eligibility: str | None = None,
         override_note: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
     ) -> RecoveryRequest:
         return cls(
             expected_version,
@@ -174,6 +180,7 @@ class RecoveryRequest:
             steps_failure=steps_failure,
             eligibility=eligibility,
             override_note=override_note,
+            evidence=evidence,
         )
 
     def __repr__(self) -> str:
@@ -204,6 +211,8 @@ class RecoveryDecision:
     # recorded before it was) and the operator's override note, if any.
     eligibility: str | None = None
     override_note: str | None = None
+    # The evidence it was taken on, with its times (``None`` before schema 6).
+    evidence: Mapping[str, Any] | None = None
 
     @property
     def overridden(self) -> bool:

@@ -107,3 +107,39 @@ class AuditOperations(UnitOfWorkBase):
         if new_id is None:
             return None
         return record_from_row({"id": new_id, **values})
+
+    @operation
+    def record_admin_history(
+        self, *, actor: str, user_id: int | None, target: str, object_id: int, message: str
+    ) -> bool:
+        """Add the operator's action to the admin's own history (Django's
+        ``LogEntry``, "Recent actions" and an object's HISTORY), in this unit of
+        work: it commits with the action. ``target`` is ``"jobexecution"`` or
+        ``"jobinstance"``. A ``LogEntry`` names a user: the actor's own (``user_id``),
+        else the user whose name the actor is (``olga``, or ``cli:olga`` from a
+        command); an actor that is no user (the watchdog) leaves none — its
+        decisions are on the timeline and in the audit lists. ``True`` when recorded."""
+        from django.contrib.admin.models import CHANGE, LogEntry
+        from django.contrib.auth import get_user_model
+        from django.contrib.contenttypes.models import ContentType
+
+        if user_id is None:  # a command's actor: the account of that name, if any
+            user_model: Any = get_user_model()
+            user_id = (
+                user_model.objects.using(self._using)
+                .filter(**{user_model.USERNAME_FIELD: actor.removeprefix("cli:")})
+                .values_list("pk", flat=True)
+                .first()
+            )
+        if user_id is None:  # no account (the watchdog): the audit rows say who
+            return False
+        model = {"jobexecution": models.JobExecution, "jobinstance": models.JobInstance}[target]
+        LogEntry.objects.using(self._using).create(
+            user_id=user_id,
+            content_type=ContentType.objects.db_manager(self._using).get_for_model(model),
+            object_id=str(object_id),
+            object_repr=f"{model._meta.verbose_name} #{object_id}"[:200],
+            action_flag=CHANGE,
+            change_message=message,
+        )
+        return True

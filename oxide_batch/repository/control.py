@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import InvalidState, JobExecutionNotFound
@@ -77,11 +77,13 @@ def execution_view_from_row(row: Row) -> ExecutionView:
 
 
 def newest_step_write(using: str = "default") -> Subquery:
-    """The newest ``updated_at`` of the steps of the execution in ``OuterRef("pk")``
-    (a correlated subquery on the ``ob_step_name`` index, led by the execution id):
-    the step half of SPEC §9's activity."""
+    """The newest runtime write (``last_activity_at``) of the steps of the
+    execution in ``OuterRef("pk")`` (a correlated subquery on the ``ob_step_name``
+    index, led by the execution id): the step half of SPEC §9's activity — a
+    recovery, which moves the steps' ``updated_at``, never moves it."""
     steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
-    return Subquery(steps.order_by("-updated_at").values("updated_at")[:1])
+    newest = steps.order_by(F("last_activity_at").desc(nulls_last=True))
+    return Subquery(newest.values("last_activity_at")[:1])
 
 
 def _evidence_query(using: str) -> Any:

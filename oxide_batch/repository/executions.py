@@ -238,13 +238,15 @@ class ExecutionOperations(DefinitionOperations):
         transition: LifecycleTransition,
         *,
         by_runtime: bool = False,
+        by_operator: bool = False,
     ) -> JobExecution:
         """CAS transition: lock the row, check version and rule, write, bump the version.
 
         ``by_runtime`` (the runtime API) applies the runtime's restriction
         (SPEC §2.1/§9), under the same row lock and in the pair check's place of
         ``compare_and_transition``: ABANDONED and leaving UNKNOWN are operator
-        decisions → ``IllegalTransition``.
+        decisions → ``IllegalTransition``. ``by_operator`` (an operator's
+        abandon): not the runtime's activity, so ``last_activity_at`` stays (SPEC §9).
         """
         return self._compare_and_swap(
             models.JobExecution,
@@ -263,7 +265,7 @@ class ExecutionOperations(DefinitionOperations):
                 if not by_runtime
                 else fenced_transition(current, expected_version, transition.stamped(now))
             ),
-            activity=True,
+            activity=not by_operator,
             execution=True,
         )
 
@@ -308,7 +310,7 @@ class ExecutionOperations(DefinitionOperations):
         the decision, write the execution, write the steps), 4 without.
         """
         pk = self._id(JOB_EXECUTION, job_execution_id)
-        row = self._lock_row(models.JobExecution, pk, JOB_EXECUTION_COLUMNS)
+        row = self._lock_row(models.JobExecution, pk, (*JOB_EXECUTION_COLUMNS, "failed_at"))
         if row is None:
             raise JobExecutionNotFound(id=pk)
         prior = job_execution_from_row(row)
@@ -331,17 +333,15 @@ class ExecutionOperations(DefinitionOperations):
             resolved_step_ids=list(resolved_ids),
             eligibility=request.eligibility,
             override_note=request.override_note,
+            evidence=None if request.evidence is None else dict(request.evidence),
         )
-        self._update(
-            models.JobExecution,
-            pk,
-            {
-                **changed_columns(
-                    row, metadata_columns(recovered.metadata, recovered.version, now)
-                ),
-                "recovery_decision_id": decision.pk,
-            },
-        )
+        written = {
+            **changed_columns(row, metadata_columns(recovered.metadata, recovered.version, now)),
+            "recovery_decision_id": decision.pk,
+        }
+        if recovered.status is BatchStatus.FAILED and row["failed_at"] is None:
+            written["failed_at"] = now  # it failed now, by the decision
+        self._update(models.JobExecution, pk, written)
         if resolved_ids:
             failure = request.steps_failure
             # One set-based write: the resolved columns are the same for every
@@ -370,6 +370,7 @@ class ExecutionOperations(DefinitionOperations):
                 resolved_step_ids=resolved_ids,
                 eligibility=request.eligibility,
                 override_note=request.override_note,
+                evidence=request.evidence,
             ),
         )
 

@@ -318,12 +318,10 @@ class PartitionOperations(UnitOfWorkBase):
         metadata = dataclasses.replace(
             metadata, exit_code=aggregate.exit_code, counts=aggregate.counts
         )
-        self._update(
-            models.StepExecution,
-            parent_id,
-            changed_columns(row, metadata_columns(metadata, version, now)),
-        )
-        return parent.with_state(metadata, version, now)
+        # The runtime's aggregation is the parent's activity (SPEC §9).
+        written = {**metadata_columns(metadata, version, now), "last_activity_at": now}
+        self._update(models.StepExecution, parent_id, changed_columns(row, written))
+        return dataclasses.replace(parent.with_state(metadata, version, now), last_activity_at=now)
 
     @operation
     def restart_step_partition_plan(

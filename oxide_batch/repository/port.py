@@ -71,6 +71,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         transition: LifecycleTransition,
         *,
         by_runtime: bool = False,
+        by_operator: bool = False,
     ) -> JobExecution: ...
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str
@@ -104,6 +105,9 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         self, action: OperatorAction, operation_id: str
     ) -> OperatorRecord | None: ...
     def append_operator_request(self, draft: OperatorRecordDraft) -> OperatorRecord | None: ...
+    def record_admin_history(
+        self, *, actor: str, user_id: int | None, target: str, object_id: int, message: str
+    ) -> bool: ...
 
     def create_step_execution(
         self,

@@ -59,6 +59,7 @@ CONTROL_COLUMNS = (
     "owner_user_id",
     "last_observed_at",
     "last_activity_at",
+    "failed_at",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
@@ -67,6 +68,7 @@ STEP_EXECUTION_COLUMNS = (
     "step_name",
     "node_id",
     "recovery_decision_id",
+    "last_activity_at",
 )
 INSTANCE_COLUMNS = ("id", "job_name", "identifying_parameters", "created_at")
 DECISION_COLUMNS = (
@@ -82,6 +84,7 @@ DECISION_COLUMNS = (
     "resolved_step_ids",
     "eligibility",
     "override_note",
+    "evidence",
 )
 
 
@@ -167,6 +170,7 @@ def step_execution_from_row(row: Row) -> StepExecution:
         step_name=row["step_name"],
         node_id=row["node_id"],
         recovery_decision_id=row["recovery_decision_id"],
+        last_activity_at=row.get("last_activity_at"),
     )
 
 
@@ -209,4 +213,5 @@ def decision_from_row(row: Row) -> RecoveryDecision:
         resolved_step_ids=tuple(row["resolved_step_ids"] or ()),
         eligibility=row.get("eligibility"),
         override_note=row.get("override_note"),
+        evidence=row.get("evidence"),
     )

@@ -230,7 +230,7 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
     quote = connection.ops.quote_name
     execution, step, definition = models_.JobExecution, models_.StepExecution, models_.JobDefinition
     fields = [_field(execution, name) for name in columns]
-    updated_at = _field(step, "updated_at")
+    step_activity = _field(step, "last_activity_at")
     definition_fields = [
         _field(definition, name.removeprefix("definition__")) for name in EXECUTION_EXTRAS[1:]
     ]
@@ -239,9 +239,9 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         return f"{alias}.{quote(field.column)}"
 
     newest = (
-        f"(SELECT {column('s', updated_at)} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
+        f"(SELECT {column('s', step_activity)} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
         f"WHERE {column('s', _field(step, 'job_execution_id'))} = {column('e', _pk(execution))} "
-        f"ORDER BY {column('s', updated_at)} DESC LIMIT 1)"
+        f"ORDER BY {column('s', step_activity)} DESC NULLS LAST LIMIT 1)"
     )
     selected = ", ".join(
         [
@@ -257,7 +257,7 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         f"ON {column('d', _pk(definition))} = {column('e', _field(execution, 'definition_id'))} "
         f"WHERE {column('e', _pk(execution))} = %s{locking}"
     )
-    all_fields = [*fields, updated_at, *definition_fields]
+    all_fields = [*fields, step_activity, *definition_fields]
     decoders = _decoders(all_fields, connection.vendor)
     name = _name("lock+extras", execution._meta.db_table, columns)
     return SelectRow(name, sql, (*columns, *EXECUTION_EXTRAS), decoders)

@@ -241,6 +241,7 @@ class StepOperations(UnitOfWorkBase):
                 "step_name": step_name,
                 "node_id": node,
                 **metadata_columns(metadata, 0, now),
+                "last_activity_at": now,
                 **state,
             },
         )
@@ -255,6 +256,7 @@ class StepOperations(UnitOfWorkBase):
             job_execution_id=parent_id,
             step_name=step_name,
             node_id=node,
+            last_activity_at=now,
         )
 
     @operation
@@ -293,6 +295,7 @@ class StepOperations(UnitOfWorkBase):
             lambda missing: StepExecutionNotFound(id=missing),
             lambda current, now: fenced_chunk(current, expected_version, counts),
             extra,
+            activity=True,
         )
 
     @operation
@@ -346,6 +349,7 @@ class StepOperations(UnitOfWorkBase):
             lambda current, now: fenced_transition(
                 current, expected_version, transition.stamped(now), runtime_job=False
             ),
+            activity=True,
         )
 
     @operation
@@ -360,4 +364,5 @@ class StepOperations(UnitOfWorkBase):
             step_execution_from_row,
             lambda pk: StepExecutionNotFound(id=pk),
             lambda current, now: fenced_enrich(current, expected_version, exit_code),
+            activity=True,
         )

@@ -27,6 +27,7 @@ from oxide_batch.domain.errors import ExecutionOwned, OxideBatchError, Repositor
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import hooks, statements
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, metadata_columns
@@ -40,6 +41,7 @@ U = TypeVar("U", bound="UnitOfWorkBase")
 E = TypeVar("E", JobExecution, StepExecution)
 
 _MAX_PK = 2**63 - 1
+FAILED = BatchStatus.FAILED
 
 
 class _State(enum.Enum):
@@ -375,11 +377,12 @@ class UnitOfWorkBase:
         """The CAS every execution mutation shares: one locking read, the domain
         rule (``change``), one write of the changed columns (plus ``extra_columns``).
 
-        ``activity`` marks a runtime write of a job execution (SPEC §9): it moves
-        ``last_activity_at`` to the write time. ``execution``: the row is a job
-        execution, locked with its extras and kept as its image; otherwise a step,
-        locked with its execution's claimant. Either way the claimant is checked
-        first (:meth:`_check_claimant`), before any rule.
+        ``activity`` marks a runtime write (SPEC §9): it moves the row's
+        ``last_activity_at`` to the write time (a step's, or a job execution's).
+        ``execution``: the row is a job execution, locked with its extras and kept
+        as its image — a move to FAILED records ``failed_at`` once —; otherwise a
+        step, locked with its execution's claimant. Either way the claimant is
+        checked first (:meth:`_check_claimant`), before any rule.
         """
         with self._connection.cursor() as cursor:
             if execution:
@@ -399,10 +402,16 @@ class UnitOfWorkBase:
             written.update(extra_columns or {})
             if activity:
                 written["last_activity_at"] = now
+            if execution and metadata.status is FAILED and row["failed_at"] is None:
+                written["failed_at"] = now
             if written:
                 self._write(model, pk, written, cursor=cursor)
                 row.update(written)
-        return current.with_state(metadata, version, now)
+        changed = current.with_state(metadata, version, now)
+        if activity and not execution:
+            # A step's own activity (its fresh copy: ``with_state`` made it).
+            object.__setattr__(changed, "last_activity_at", now)
+        return changed
 
     def _insert_unless_conflict(
         self,

@@ -72,6 +72,30 @@ ABANDONABLE = frozenset(
 )
 
 
+def history_message(request: _Request, done: _Effect, record: OperatorRecord) -> str:
+    """The admin history's line of an applied operator action: what changed,
+    why, and the audit rows that tell the rest (Django shows it as text)."""
+    execution = done.execution
+    reason = f", reason {request.reason_code}" if request.reason_code else ""
+    audit = f"operator request #{record.id} ({request.operation_id})"
+    if request.action is OperatorAction.RECOVER and done.decision is not None:
+        decision = done.decision
+        how = " with an override" if decision.overridden else ""
+        return (
+            f"Recovered{how}: {done.prior_status.value} → {execution.status.value}{reason}; "
+            f"recovery decision #{decision.id}; {audit}"
+        )
+    if request.action is OperatorAction.ABANDON:
+        if not done.changed:
+            return f"Abandon: nothing to change (already ABANDONED){reason}; {audit}"
+        return f"Abandoned: {done.prior_status.value} → ABANDONED{reason}; {audit}"
+    if not done.changed:
+        return f"Stop request: nothing to change ({execution.status.value}); {audit}"
+    return (
+        f"Stop requested ({execution.status.value}: the runtime stops at its next check); {audit}"
+    )
+
+
 @dataclass(frozen=True)
 class OperatorResult:
     """What an operator endpoint answers: ``{outcome, changed, operation_id,
@@ -196,7 +220,7 @@ class OperatorService:
             if current.status not in ABANDONABLE:
                 raise InvalidState(id=execution_id, status=current.status)
             abandoned = uow.transition_job_execution(
-                execution_id, expected_version, LifecycleTransition(S.ABANDONED)
+                execution_id, expected_version, LifecycleTransition(S.ABANDONED), by_operator=True
             )
             return _Effect(abandoned, True, current.status)
 
@@ -279,6 +303,7 @@ class OperatorService:
                     failure=failure,
                     eligibility=eligibility.value,
                     override_note=override_note,
+                    evidence=proposal.recorded(),
                 )
             else:
                 recovery = RecoveryRequest.abandon(
@@ -289,6 +314,7 @@ class OperatorService:
                     steps_failure=failure,
                     eligibility=eligibility.value,
                     override_note=override_note,
+                    evidence=proposal.recorded(),
                 )
             result = uow.recover_job_execution(
                 execution_id, recovery, operator_user_id=actor.user_id
@@ -341,6 +367,13 @@ class OperatorService:
                     # A concurrent identical request won: ours rolls back and replays.
                     uow.rollback()
                 else:
+                    uow.record_admin_history(
+                        actor=request.actor.reference,
+                        user_id=request.actor.user_id,
+                        target="jobexecution",
+                        object_id=request.execution_id,
+                        message=history_message(request, done, record),
+                    )
                     uow.commit()
                     return OperatorResult(
                         Outcome.APPLIED,

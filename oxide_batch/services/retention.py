@@ -101,6 +101,16 @@ class AuditPruneResult:
         }
 
 
+def hold_history_message(record: RetentionRecord) -> str:
+    """The admin history's line of an applied hold or release."""
+    audit = f"retention record #{record.id} ({record.operation_id})"
+    if record.action is RetentionAction.HOLD:
+        return f"Hold placed, reason {record.reason_code}; {audit}"
+    if not record.changed:
+        return f"Hold release: none was held, reason {record.reason_code}; {audit}"
+    return f"Hold released, reason {record.reason_code}; {audit}"
+
+
 def _hold_from_record(record: RetentionRecord) -> RetentionHold | None:
     if record.action is not RetentionAction.HOLD or record.job_instance_id is None:
         return None
@@ -334,6 +344,14 @@ class RetentionService:
                     done, hold = act(uow)
                     record = uow.append_retention_record(done)
                     if record is not None:
+                        if record.job_instance_id is not None:  # a hold or a release
+                            uow.record_admin_history(
+                                actor=record.actor,
+                                user_id=record.actor_user_id,
+                                target="jobinstance",
+                                object_id=record.job_instance_id,
+                                message=hold_history_message(record),
+                            )
                         uow.commit()
                         return RetentionResult(
                             Outcome.APPLIED,

@@ -221,7 +221,8 @@ CONTRACT: dict[str, May] = {
     "register_definition_upgrade": may(None, "DefinitionUpgrade"),
     "select_or_create_instance": may(None, "JobInstance"),
     "create_execution": may(None, "JobExecution"),
-    "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version"}}),
+    # A move to FAILED records when it failed (kept by a later abandon).
+    "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
     # The claimant's user too (SPEC §11: only its writes are accepted afterwards).
     "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id"}}),
@@ -234,26 +235,32 @@ CONTRACT: dict[str, May] = {
     # Recovery resolves the unfinished steps and marks what it resolved (SPEC §10).
     "recover_execution": may(
         {
-            "JobExecution": {"status", "version", "recovery_decision_id", *ENDING, *RUNTIME_WRITE},
+            # Not the runtime's activity: last_activity_at stays, on both (issue 25).
+            "JobExecution": {
+                "status",
+                "version",
+                "recovery_decision_id",
+                "updated_at",
+                "failed_at",
+                *ENDING,
+            },
             "StepExecution": {"status", "version", "recovery_decision_id", "updated_at", *ENDING},
         },
         *AUDITED,
         "RecoveryDecision",
     ),
     "stop_execution": may({"JobExecution": {"stop_requested_at", "stop_requested_by"}}, *AUDITED),
-    # Abandon goes through the runtime's transition, so it also stamps
-    # last_activity_at (harmless: ABANDONED is never unresolved), although
-    # docs/decisions.md 29 says operator actions are not activity.
+    # An operator's abandon is not the runtime's activity: last_activity_at stays.
     "abandon_execution": may(
-        {"JobExecution": {"status", "version", *ENDING, *RUNTIME_WRITE}}, *AUDITED
+        {"JobExecution": {"status", "version", *ENDING, "updated_at"}}, *AUDITED
     ),
     "place_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "release_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "survey_purge": may(),
     "apply_purge": may(None, "RetentionRecord", delete=True),
     "transition_step": may({"StepExecution": {*LIFECYCLE, *COUNTS, "version"}}),
-    "enrich_step_exit_status": may({"StepExecution": {"exit_code", "version", "updated_at"}}),
-    "commit_chunk": may({"StepExecution": {*COUNTS, *CHECKPOINT, "version", "updated_at"}}),
+    "enrich_step_exit_status": may({"StepExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
+    "commit_chunk": may({"StepExecution": {*COUNTS, *CHECKPOINT, "version", *RUNTIME_WRITE}}),
     "create_partition_plan": may(None, "StepPartition"),
     "restart_partition_plan": may(None, "StepPartition"),
     "assign_partition": may(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
@@ -648,6 +649,16 @@ def test_abandon_a_failed_attempt(rt: Runtime, operator: Runtime) -> None:
     assert (body["outcome"], body["changed"]) == ("APPLIED", False)
     problem(rt.post(f"instances/{failed['job_instance_id']}/executions", {}), 409,
             "abandoned_instance")  # fmt: skip
+    # The admin's own history has the action under the token's user, the replay
+    # added nothing, the no-op says so (decision 135).
+    entries = LogEntry.objects.filter(object_id=str(failed["id"])).order_by("id")
+    ids = {r.operation_id: r.id for r in models.OperatorRequest.objects.all()}
+    assert [(e.user.get_username(), e.change_message) for e in entries] == [
+        ("operator-user", "Abandoned: FAILED → ABANDONED, reason BAD_INPUT; "
+                          f"operator request #{ids['a-1']} (a-1)"),
+        ("operator-user", "Abandon: nothing to change (already ABANDONED), reason BAD_INPUT; "
+                          f"operator request #{ids['a-2']} (a-2)"),
+    ]  # fmt: skip
 
 
 def test_abandon_refusals(rt: Runtime, operator: Runtime) -> None:

@@ -115,7 +115,10 @@ def backdate(execution_id: int, by: timedelta) -> None:
         **moved, last_activity_at=F("last_activity_at") - by
     )
     models.StepExecution.objects.filter(job_execution_id=execution_id).update(
-        **{name: F(name) - by for name in ("created_at", "started_at", "updated_at")}
+        **{
+            name: F(name) - by
+            for name in ("created_at", "started_at", "updated_at", "last_activity_at")
+        }
     )
 
 

@@ -122,3 +122,29 @@ def test_exit_codes(orphan):
     # 5: evidence that changed since the proposal.
     recover = ("batch_recover", target, "--expected-version", "1", "--disposition", "ABANDON")
     assert exit_code(*recover, "--reason", "X", "--evidence-digest", "0" * 64, *common) == 5
+
+
+def test_a_command_acting_as_an_account_is_in_the_admin_history(system_repo, clock):
+    """Decision 135: a command's actor that is a user's name (``--actor carol``, or
+    ``cli:carol`` by default) is recorded under that account; one that is no
+    account (``ops:carol``) only in the audit rows."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.auth import get_user_model
+
+    carol = get_user_model().objects.create_user("carol")
+    execution = move(system_repo, launch(system_repo), S.STARTED, clock=clock)
+    args = ("batch_stop", str(execution.id), "--expected-version", "1")
+    run(*args, "--operation-id", "s-1", "--actor", "carol")
+    run(*args, "--operation-id", "s-2", "--actor", "ops:carol")
+    instance = str(execution.job_instance_id)
+    run("batch_hold", instance, "--reason", "LEGAL_HOLD", "--operation-id", "h", "--actor", "carol")
+    entries = LogEntry.objects.order_by("id")
+    assert [(e.user_id, e.object_id, e.change_message.split(";")[0]) for e in entries] == [
+        (
+            carol.pk,
+            str(execution.id),
+            "Stop requested (STARTED: the runtime stops at its next check)",
+        ),
+        (carol.pk, instance, "Hold placed, reason LEGAL_HOLD"),
+    ]
+    assert models.OperatorRequest.objects.filter(actor="ops:carol").count() == 1

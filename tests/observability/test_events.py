@@ -28,10 +28,12 @@ from oxide_batch.repository.hooks import OperationEvent
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService
+from tests.conftest import accounts_fixture
 from tests.helpers import key, launch, move
 
 S = BatchStatus
 ALICE = Actor("alice-operator", 7)
+_accounts = accounts_fixture(ALICE)
 SENTINEL = "sentinel"
 PAYLOAD = "checkpoint-payload-must-not-leak"
 OWNER = bytes.fromhex("00112233445566778899aabbccddeeff")

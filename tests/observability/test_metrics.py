@@ -18,11 +18,12 @@ from oxide_batch.observability import metrics
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService
-from tests.conftest import on_postgres
+from tests.conftest import accounts_fixture, on_postgres
 from tests.helpers import key, launch, move
 
 S = BatchStatus
 ALICE = Actor("alice", 7)
+_accounts = accounts_fixture(ALICE)
 
 
 def scrape(client: Client | None = None, **extra) -> list[Metric]:

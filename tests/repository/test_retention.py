@@ -37,6 +37,7 @@ from oxide_batch.domain.retention import (
 )
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 from oxide_batch.services.audit import Actor
+from tests.conftest import give_accounts
 from tests.helpers import key, move
 
 pytestmark = pytest.mark.django_db
@@ -205,6 +206,7 @@ def test_an_instance_has_no_hold_until_one_is_placed(repo, clock):
     instance_id = build_instance(repo, clock, "a")
     with repo.begin() as uow:
         assert uow.job_instance_hold(instance_id) is None
+    give_accounts(Actor("alice", 7))
     placed = hold(repo, instance_id, Actor("alice", 7))
     assert (placed.job_instance_id, placed.actor, placed.reason_code) == (
         instance_id,

@@ -31,12 +31,14 @@ from oxide_batch.domain.errors import (
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 from tests.concurrency.support import run_in_threads
+from tests.conftest import accounts_fixture
 from tests.helpers import failure, launch, move
 
 pytestmark = pytest.mark.django_db
 S = BatchStatus
 ALICE = Actor("alice", 7)
 BOB = Actor("bob", 8)
+_accounts = accounts_fixture(ALICE, BOB)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from oxide_batch.domain import RecoveryDisposition
 from oxide_batch.domain.evidence import propose_recovery
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
+from tests.conftest import give_accounts
 from tests.helpers import key, launch
 from tests.repository.test_recovery_evidence_many import mixed_rows
 
@@ -57,6 +58,7 @@ def test_a_digest_from_propose_many_is_accepted_by_recover(service, repo, clock)
     assert proposal == propose_recovery(
         proposal.evidence, now=clock.now(), stale_after=timedelta(minutes=15)
     )
+    give_accounts(Actor("alice", 7))
     result = service.recover(
         unknown.id,
         expected_version=proposal.version,

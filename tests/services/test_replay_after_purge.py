@@ -13,10 +13,12 @@ from oxide_batch.domain import BatchStatus
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService
+from tests.conftest import accounts_fixture
 from tests.helpers import launch, move
 
 S = BatchStatus
 OPERATOR = Actor("olga", 1)
+_accounts = accounts_fixture(OPERATOR)
 
 
 @pytest.mark.django_db

@@ -29,6 +29,7 @@ from oxide_batch.domain.retention import (
 )
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.retention import PurgeRun, RetentionService
+from tests.conftest import accounts_fixture
 from tests.repository.test_retention import (
     DAY,
     _audit_row,
@@ -41,6 +42,7 @@ from tests.repository.test_retention import (
 pytestmark = pytest.mark.django_db
 S = BatchStatus
 ALICE = Actor("alice", 7)
+_accounts = accounts_fixture(ALICE)
 BOB = Actor("bob")
 
 
