@@ -102,11 +102,13 @@ def generate(executions: int) -> float:
             f"""
             INSERT INTO ob_job_execution (id, job_instance_id, job_name, attempt,
                 definition_id, status, exit_code, failure_category, failure_id, created_at,
-                started_at, ended_at, updated_at, last_activity_at, version, {COUNTS})
+                started_at, ended_at, updated_at, last_activity_at, failed_at, version,
+                {COUNTS})
             SELECT i, i, 'job_' || (i %% %(jobs)s), 1, %(definition)s, status, status,
                    category, CASE WHEN category IS NOT NULL THEN i END,
                    t, t, CASE WHEN {finished} THEN t + interval '90 seconds' END,
-                   t + interval '90 seconds', t + interval '90 seconds', 3,
+                   t + interval '90 seconds', t + interval '90 seconds',
+                   CASE WHEN status = 'FAILED' THEN t + interval '90 seconds' END, 3,
                    1500, 1500, 1490, 10, 15, 0
             FROM generate_series(1, %(n)s) AS i, {times},
                  LATERAL (SELECT {STATUS} AS status, {CATEGORY} AS category) AS s
@@ -117,10 +119,11 @@ def generate(executions: int) -> float:
             f"""
             INSERT INTO ob_step_execution (id, job_instance_id, job_execution_id, step_name,
                 node_id, status, exit_code, created_at, started_at, ended_at, updated_at,
-                version, {COUNTS})
+                last_activity_at, version, {COUNTS})
             SELECT (i - 1) * 3 + k, i, i, 'step' || k, 'step' || k,
                    'COMPLETED', 'COMPLETED', t + k * interval '20 seconds',
                    t + k * interval '20 seconds', t + k * interval '20 seconds'
+                   + interval '15 seconds', t + k * interval '20 seconds'
                    + interval '15 seconds', t + k * interval '20 seconds'
                    + interval '15 seconds', 2, 500, 500, 497, 3, 5, 0
             FROM generate_series(1, %(n)s) AS i, generate_series(1, 3) AS k, {times}

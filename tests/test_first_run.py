@@ -109,3 +109,25 @@ def test_each_run_writes_a_working_runtime_token_and_revokes_the_last():
     assert status(first) == 200  # a batch-runtime user reads executions
     second = run_step()
     assert (status(first), status(second)) == (401, 200)
+
+
+@pytest.mark.django_db
+def test_the_demo_makes_the_parameter_the_search_hint_names_visible(admin_client, settings):
+    """Issue 25: the console's search hint suggests ``business_date=…``; the demo
+    served by scripts/run shows and searches that parameter (its default of
+    ``OXIDE_BATCH_VISIBLE_PARAMETERS``), so following the hint finds its runs."""
+    script = (ROOT / "scripts" / "run").read_text()
+    [default] = re.findall(
+        r"OXIDE_BATCH_VISIBLE_PARAMETERS=\$\{OXIDE_BATCH_VISIBLE_PARAMETERS-(\w+)\}", script
+    )
+    settings.OXIDE_BATCH_VISIBLE_PARAMETERS = default
+    call_command("demo_workload", stdout=io.StringIO())
+    day = models.JobInstance.objects.order_by("-id").values_list(
+        "identifying_parameters", flat=True
+    )[0]
+    value = next(p["value"] for p in day if p["name"] == default)
+    page = admin_client.get("/admin/oxide_batch/jobinstance/", {"q": f"{default}={value}"})
+    assert page.status_code == 200
+    assert f"{default}={value}" in page.content.decode()
+    assert "business_date=" in page.content.decode()  # the hint's own example
+    assert page.context["cl"].result_count >= 1
