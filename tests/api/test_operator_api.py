@@ -653,7 +653,8 @@ def test_abandon_a_failed_attempt(rt: Runtime, operator: Runtime) -> None:
     # added nothing, the no-op says so (decision 135).
     entries = LogEntry.objects.filter(object_id=str(failed["id"])).order_by("id")
     ids = {r.operation_id: r.id for r in models.OperatorRequest.objects.all()}
-    assert [(e.user.get_username(), e.change_message) for e in entries] == [
+    names = dict(get_user_model().objects.values_list("pk", "username"))
+    assert [(names[e.user_id], e.change_message) for e in entries] == [
         ("operator-user", "Abandoned: FAILED → ABANDONED, reason BAD_INPUT; "
                           f"operator request #{ids['a-1']} (a-1)"),
         ("operator-user", "Abandon: nothing to change (already ABANDONED), reason BAD_INPUT; "
