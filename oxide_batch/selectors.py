@@ -12,7 +12,22 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections, router
-from django.db.models import Count, Exists, F, Lookup, OuterRef, Q, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    Exists,
+    F,
+    IntegerField,
+    Lookup,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    When,
+)
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
@@ -90,7 +105,7 @@ def _silent_since(cutoff: datetime) -> Q:
     """No activity of the execution in ``OuterRef`` since ``cutoff``: no runtime
     write or owner observation, and no step write (SPEC §9)."""
     recent_step_write = models.StepExecution.objects.filter(
-        job_execution_id=OuterRef("pk"), updated_at__gte=cutoff
+        job_execution_id=OuterRef("pk"), last_activity_at__gte=cutoff
     )
     return Q(Q(last_activity_at__lt=cutoff), ~Exists(recent_step_write))
 
@@ -214,15 +229,78 @@ def executions_by_day(*, now: datetime, days: int = CONSOLE_WINDOW_DAYS) -> list
     return list(rows)
 
 
-def recent_failures_by_category(*, now: datetime, days: int = 7) -> list[dict[str, Any]]:
-    """``[{failure_category, n}]`` of FAILED executions created in the last ``days``
-    days (the ``ob_execution_status`` index). One query."""
-    rows = (
-        models.JobExecution.objects.filter(
-            status=BatchStatus.FAILED.value, created_at__gte=now - timedelta(days=days)
+FAILED_WITHIN = timedelta(hours=24)
+
+
+def failed_since(cutoff: datetime) -> QuerySet[models.JobExecution]:
+    """The executions that failed at or after ``cutoff`` (``failed_at``: set when
+    an execution ends FAILED — by its runtime or a recovery — and kept when an
+    abandon follows), whatever their status is now. A range on the partial
+    index ``ob_execution_failed``. Unordered."""
+    return models.JobExecution.objects.filter(failed_at__gte=cutoff)
+
+
+def later_attempt() -> QuerySet[models.JobExecution]:
+    """The later attempts of the instance of the execution in ``OuterRef``,
+    newest first (the unique ``(job_instance, attempt)`` index)."""
+    return models.JobExecution.objects.filter(
+        job_instance_id=OuterRef("job_instance_id"), attempt__gt=OuterRef("attempt")
+    ).order_by("-attempt")
+
+
+def _operator_abandon() -> QuerySet[models.OperatorRequest]:
+    """The operator's applied abandon of the execution in ``OuterRef`` (the
+    ``ob_operator_execution`` index), newest first."""
+    return models.OperatorRequest.objects.filter(
+        job_execution_id=OuterRef("pk"), action="ABANDON", outcome="APPLIED", changed=True
+    ).order_by("-id")
+
+
+def failure_fate_annotations() -> dict[str, Any]:
+    """What became of a failure, as annotations of an execution queryset (one
+    scalar subquery each, evaluated for a failed row only — a list's page,
+    never the paginator's count): the newest later attempt of its instance
+    (``later_id``, ``later_attempt``, ``later_status``) and the operator's
+    abandon (``abandoned_by``, ``abandoned_at``, ``abandon_reason``). Read by
+    :func:`oxide_batch.admin.display.fate`."""
+
+    def when_failed(queryset: QuerySet[Any], column: str, field: Any) -> Case:
+        return Case(
+            When(failed_at__isnull=False, then=Subquery(queryset.values(column)[:1])),
+            default=None,
+            output_field=field,
         )
+
+    later, abandon = later_attempt(), _operator_abandon()
+    return {
+        "later_id": when_failed(later, "id", BigIntegerField()),
+        "later_attempt": when_failed(later, "attempt", IntegerField()),
+        "later_status": when_failed(later, "status", CharField()),
+        "abandoned_by": when_failed(abandon, "actor", CharField()),
+        "abandoned_at": when_failed(abandon, "requested_at", DateTimeField()),
+        "abandon_reason": when_failed(abandon, "reason_code", CharField()),
+    }
+
+
+def recent_failures_by_category(
+    *, now: datetime, within: timedelta = FAILED_WITHIN
+) -> list[dict[str, Any]]:
+    """``[{failure_category, n, still_failed, abandoned, rerun}]`` of the
+    executions that failed within ``within`` of ``now`` (:func:`failed_since`:
+    an abandon that followed keeps them here), with what became of them: still
+    FAILED with no later attempt, abandoned since, or followed by a later
+    attempt of their instance. One query."""
+    rerun = Exists(later_attempt())
+    failed = Q(status=BatchStatus.FAILED.value)
+    rows = (
+        failed_since(now - within)
         .values("failure_category")
-        .annotate(n=Count("id"))
+        .annotate(
+            n=Count("id"),
+            still_failed=Count("id", filter=failed & ~Q(rerun)),
+            abandoned=Count("id", filter=Q(status=BatchStatus.ABANDONED.value)),
+            rerun=Count("id", filter=Q(rerun)),
+        )
         .order_by("-n", "failure_category")
     )
     return list(rows)

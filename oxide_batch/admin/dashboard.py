@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -20,7 +22,8 @@ from oxide_batch import selectors
 from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
 from oxide_batch.admin.base import can, can_view, change_url, parse_id
-from oxide_batch.admin.display import badge, human, when
+from oxide_batch.admin.display import ago, badge, human, when
+from oxide_batch.api.roles import VIEW_BATCH, perm
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 
@@ -32,7 +35,8 @@ REFRESH_SECONDS = 60
 
 def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     if not (can_view(request) or request.user.has_perm("oxide_batch.view_jobexecution")):
-        raise PermissionDenied
+        # The full permission name: the console's 403 page names it.
+        raise PermissionDenied(perm(VIEW_BATCH))
     now = timezone.now()
     stale_after = batch_settings.RECOVERY_STALE_AFTER
     days = [
@@ -58,11 +62,23 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
             "attempt": view.execution.attempt,
             "activity": when(view.activity_at, now),
             "owner": "owner recorded" if view.owner_recorded else "no owner",
+            "stop": _stop(view.stop_requested_at, now),
         }
         for view in unresolved
     ]
+    changelist = reverse("admin:oxide_batch_jobexecution_changelist")
     failures = [
-        {**row, "help": failure_help(row["failure_category"] or "")}
+        {
+            **row,
+            "help": failure_help(row["failure_category"] or ""),
+            "url": changelist
+            + "?"
+            + urlencode(
+                {"triage": "failed24h", "failure_category": row["failure_category"]}
+                if row["failure_category"]
+                else {"triage": "failed24h"}
+            ),
+        }
         for row in selectors.recent_failures_by_category(now=now)
     ]
     execution_id = _int(request.GET.get("execution")) or (
@@ -103,6 +119,16 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "grid": grid,
     }
     return TemplateResponse(request, "admin/oxide_batch/dashboard.html", context)
+
+
+def _stop(requested_at: datetime | None, now: datetime) -> SafeString:
+    """An unresolved row's stop request: when, and that the runtime has not
+    confirmed it (it is still unresolved)."""
+    if requested_at is None:
+        return format_html("{}", "—")
+    return format_html(
+        '<span class="ob-badge ob-warn">{}</span> {}', "STOP REQUESTED", ago(requested_at, now)
+    )
 
 
 def _as_of(now: datetime) -> SafeString:

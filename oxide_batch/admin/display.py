@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -84,6 +85,19 @@ def when_short(moment: datetime | None, now: datetime | None = None) -> SafeStri
         utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
         relative,
         utc.strftime("%m-%d %H:%M UTC"),
+    )
+
+
+def ago(moment: datetime, now: datetime | None = None) -> SafeString:
+    """``5 h 09 min ago`` on one line, the absolute UTC instant in the tooltip."""
+    now = now or timezone.now()
+    utc = moment.astimezone(UTC)
+    relative = f"{human_short(now - moment)} ago" if moment <= now else "in the future"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        relative,
     )
 
 
@@ -181,15 +195,35 @@ def yes_no(value: bool, yes: str, no: str) -> SafeString:
 
 
 def failure(
-    category: str | None, failure_id: int | None, *, execution_id: int, job_name: str
+    category: str | None,
+    failure_id: int | None,
+    *,
+    execution_id: int,
+    job_name: str,
+    decision_id: int | None = None,
 ) -> SafeString:
     """A redacted failure as an operator can use it: the category, what it means
     and what is usually done, and the failure id — a link to its text when
     ``OXIDE_BATCH_FAILURE_URL_TEMPLATE`` is set (SPEC §10). Nothing else about a
-    failure is stored, and the page says so."""
+    failure is stored, and the page says so.
+
+    A failure a recovery decision wrote (``decision_id``; see
+    :func:`recorded_by_decision`) was never logged by a runtime: its id is no
+    log-search key, and the line links the decision that recorded it instead."""
     if not category or failure_id is None:
         return format_html("{}", "—")
     help_ = failure_help(category)
+    if decision_id is not None:
+        return format_html(
+            '<div class="ob-failure"><strong>{}</strong>{}<br>failure id <code>{}</code> — '
+            'recorded by <a href="{}">decision #{}</a>, not by the runtime: no log holds it; '
+            "the decision says why and on what evidence.</div>",
+            category,
+            format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
+            failure_id,
+            reverse("admin:oxide_batch_recoverydecision_change", args=[decision_id]),
+            decision_id,
+        )
     url = failure_url(
         batch_settings.FAILURE_URL_TEMPLATE,
         failure_id=failure_id,
@@ -214,6 +248,56 @@ def failure(
         category,
         format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
         reference,
+    )
+
+
+def recorded_by_decision(
+    recovery_decision_id: int | None, failed_at: datetime | None = None, *, step: bool = False
+) -> int | None:
+    """The recovery decision that wrote a row's failure, if one did: every
+    failure of a step a decision resolved (its unfinished steps get the
+    decision's failure, SPEC §10), and an execution's failure when the decision
+    marked it FAILED (``failed_at`` set: a resolved execution takes no runtime
+    transition after, and an ABANDON decision keeps the failure it had)."""
+    if recovery_decision_id is None:
+        return None
+    return recovery_decision_id if step or failed_at is not None else None
+
+
+def fate(row: Any, now: datetime | None = None, *, compact: bool = False) -> SafeString:
+    """What became of a failure (a row that has ``failed_at``), from the
+    annotations of :func:`oxide_batch.selectors.failure_fate_annotations`:
+    abandoned by whom and when (and why), superseded by a later attempt of its
+    instance (its id and status), or still failed. A failure stays a fact;
+    these are the facts that followed. Empty for a row that never failed.
+    ``compact`` (a list cell): the abandon's time relative only, no reason."""
+    if getattr(row, "failed_at", None) is None:
+        return format_html("{}", "")
+    parts: list[SafeString] = []
+    if getattr(row, "abandoned_at", None) is not None:
+        at = ago(row.abandoned_at, now) if compact else when(row.abandoned_at, now)
+        reason = (
+            ""
+            if compact or not getattr(row, "abandon_reason", None)
+            else format_html(" (reason {})", row.abandon_reason)
+        )
+        parts.append(format_html("abandoned by {} {}{}", row.abandoned_by, at, reason))
+    elif row.status == "ABANDONED":
+        parts.append(format_html("{}", "abandoned since"))
+    if getattr(row, "later_id", None) is not None:
+        parts.append(
+            format_html(
+                'superseded by attempt {} (<a href="{}">#{}</a>, {})',
+                row.later_attempt,
+                reverse("admin:oxide_batch_jobexecution_change", args=[row.later_id]),
+                row.later_id,
+                badge(row.later_status),
+            )
+        )
+    if not parts:
+        parts.append(format_html("{}", "still failed (no later attempt)"))
+    return format_html(
+        '<span class="ob-fate">{}</span>', format_html_join("; ", "{}", ((p,) for p in parts))
     )
 
 

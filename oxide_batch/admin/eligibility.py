@@ -10,9 +10,10 @@ none runs a query. Times read relative and absolute (UTC), to the second.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
@@ -127,3 +128,112 @@ def decision_reason(
         return format_html("{}", words)
     quoted = override_note if note is None else Truncator(override_note).chars(note)
     return format_html('{} — note: <q class="ob-note">{}</q>', words, quoted)
+
+
+NOT_RECORDED_EVIDENCE = "evidence not recorded (decided before schema 6)"
+
+
+def recorded_evidence(recorded: Any, decided_at: datetime) -> SafeString:
+    """The evidence a recovery decision was taken on (``RecoveryDecision.evidence``,
+    :meth:`~oxide_batch.domain.evidence.RecoveryProposal.recorded`), each time
+    absolute (UTC) and how long before the decision it was: the activity the
+    rule read, the execution's own activity, the newest step write, the owner's
+    last observation, the stop request, the lease expiry, the rule, and the
+    inactivity against its threshold. A decision of an older schema has none,
+    and says so; a malformed record reads as not recorded, never a 500."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("evidence"), dict):
+        return format_html("{}", NOT_RECORDED_EVIDENCE)
+    facts: dict[str, Any] = recorded["evidence"]
+    rule = recorded.get("rule")
+    latest_step = facts.get("latest_step")
+    step = (
+        format_html(
+            "#{} {} (version {})",
+            latest_step.get("id"),
+            latest_step.get("status"),
+            latest_step.get("version"),
+        )
+        if isinstance(latest_step, dict)
+        else format_html("{}", "none")
+    )
+    markers = facts.get("markers")
+    raised = (
+        ", ".join(name.replace("_", " ") for name, on in markers.items() if on)
+        if isinstance(markers, dict)
+        else ""
+    )
+    lines: list[tuple[str, Any]] = [
+        ("status", format_html("{}", facts.get("status", "?"))),
+        ("last activity (what the rule read)", _at(recorded.get("last_activity_at"), decided_at)),
+        ("the execution's own activity", _at(facts.get("last_activity_at"), decided_at)),
+        ("newest step write", _at(facts.get("newest_step_write_at"), decided_at)),
+        ("latest step", step),
+        (
+            "owner",
+            format_html("{}", "recorded" if facts.get("owner_recorded") else "none recorded"),
+        ),
+        ("owner's last observation", _at(facts.get("last_observed_at"), decided_at)),
+        ("stop requested", _at(facts.get("stop_requested_at"), decided_at, none="no stop")),
+        (
+            "lease expiry",
+            _at(recorded.get("lease_expires_at"), decided_at, none="no lease (no owner recorded)"),
+        ),
+        ("rule", format_html("{}", RULES.get(str(rule), "none: not an active execution"))),
+        ("inactivity", _inactivity(recorded)),
+        ("markers", format_html("{}", raised or "none raised")),
+    ]
+    return format_html(
+        '<dl class="ob-facts ob-evidence-recorded">{}</dl>',
+        format_html_join(
+            "", '<div class="ob-fact"><dt>{}</dt><dd>{}</dd></div>', ((k, v) for k, v in lines)
+        ),
+    )
+
+
+RULES = {
+    "lease": "lease (an owner was recorded: eligible once its lease expired)",
+    "inactivity": "inactivity (no owner recorded: eligible after the stale threshold)",
+}
+
+
+def _instant(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _at(text: Any, decided_at: datetime, *, none: str = "none recorded") -> SafeString:
+    """A recorded instant: absolute UTC, and how long before the decision."""
+    moment = _instant(text)
+    if moment is None:
+        return format_html("{}", none)
+    gap = decided_at - moment
+    relative = (
+        f"{human_short(gap)} before the decision"
+        if gap >= timedelta(0)
+        else f"{human_short(-gap)} after the decision"
+    )
+    utc = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}">{}</time> <small class="ob-rel">({})</small>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        relative,
+    )
+
+
+def _inactivity(recorded: dict[str, Any]) -> SafeString:
+    inactive, threshold = recorded.get("inactive_seconds"), recorded.get("threshold_seconds")
+    if not isinstance(inactive, int) or not isinstance(threshold, int):
+        return format_html("{}", "not recorded")
+    over = "over" if inactive > threshold else "within"
+    return format_html(
+        "inactive {}, {} the {} threshold",
+        human_short(timedelta(seconds=inactive)),
+        over,
+        human_short(timedelta(seconds=threshold)),
+    )

@@ -5,7 +5,6 @@ to :data:`LINKED_ROWS` rows and a constant number of queries per page."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -28,7 +27,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
 from oxide_batch.admin import casefile
-from oxide_batch.admin.actions import ExecutionActions, InstanceActions
+from oxide_batch.admin.actions import ExecutionActions, InstanceActions, action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
@@ -40,21 +39,24 @@ from oxide_batch.admin.base import (
 )
 from oxide_batch.admin.dashboard import dashboard_view
 from oxide_batch.admin.display import (
+    ago,
     badge,
     duration,
+    fate,
     human_short,
     inactivity,
     latest,
     parameters,
+    recorded_by_decision,
     when,
     when_short,
     yes_no,
 )
 from oxide_batch.admin.display import failure as render_failure
-from oxide_batch.admin.eligibility import decision_reason
+from oxide_batch.admin.eligibility import decision_reason, recorded_evidence
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
-from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.status import FailureCategory
 from oxide_batch.job_names import JOB_NAMES_MAX, job_names
 from oxide_batch.parameter_search import (
     PARAMETER_MATCHES_MAX,
@@ -63,6 +65,7 @@ from oxide_batch.parameter_search import (
     parse_term,
 )
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.repository.control import newest_step_write
 
 COUNTS = models.COUNT_COLUMNS
 SHORT = {
@@ -84,6 +87,14 @@ def moment(field: str, description: str) -> Any:
         return when(getattr(obj, field))
 
     return show
+
+
+def exit_code_tells(obj: Any) -> bool:
+    """Whether an exit code says more than the status beside it: not the
+    default ``UNKNOWN`` (a FAILED or ABANDONED run usually keeps it), not
+    ``EXECUTING``, not the status repeated."""
+    code = obj.exit_code or ""
+    return code not in {"", "UNKNOWN", "EXECUTING", obj.status}
 
 
 def _counts(obj: Any) -> str:
@@ -227,7 +238,8 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
 
     @admin.display(description="actions")
     def operator_actions(self, obj: models.JobInstance) -> SafeString:
-        return self.action_links(obj)
+        note = casefile.read_only_note(getattr(obj, "console_request", None), action_choices(obj))
+        return note if note is not None else self.action_links(obj)
 
 
 class InstanceFilter(admin.SimpleListFilter):
@@ -247,12 +259,13 @@ class TriageFilter(admin.SimpleListFilter):
     """What needs a look: the unresolved executions (UNKNOWN, or active and
     inactive longer than ``OXIDE_BATCH_RECOVERY_STALE_AFTER`` — the dashboard's
     and the API's ``unresolved_for`` rule, on the partial index
-    ``ob_execution_unresolved``) and the executions that ended FAILED in the
-    last 24 hours (a range on ``ob_execution_ended``)."""
+    ``ob_execution_unresolved``) and the executions that failed in the last 24
+    hours, whatever became of them since (``failed_at``, kept when an abandon
+    follows: a range on the partial index ``ob_execution_failed``)."""
 
     title = "needs attention"
     parameter_name = "triage"
-    FAILED_WITHIN = timedelta(hours=24)
+    FAILED_WITHIN = selectors.FAILED_WITHIN
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         threshold = human_short(batch_settings.RECOVERY_STALE_AFTER)
@@ -261,7 +274,7 @@ class TriageFilter(admin.SimpleListFilter):
                 "unresolved",
                 f"unresolved (UNKNOWN, a lease expired, or unclaimed and inactive > {threshold})",
             ),
-            ("failed24h", "failed in the last 24 h"),
+            ("failed24h", "failed in the last 24 h (also if abandoned or rerun since)"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -274,29 +287,71 @@ class TriageFilter(admin.SimpleListFilter):
             )
             return queryset.filter(pk__in=unresolved.values("pk"))
         if self.value() == "failed24h":
-            return queryset.filter(
-                status=BatchStatus.FAILED.value, ended_at__gte=now - self.FAILED_WITHIN
-            )
+            return queryset.filter(failed_at__gte=now - self.FAILED_WITHIN)
         return queryset
+
+
+class FailureCategoryFilter(admin.SimpleListFilter):
+    """The failure category (the dashboard's categories link here, with the
+    24 h triage filter); the choices are the fixed categories, no query."""
+
+    title = "failure category"
+    parameter_name = "failure_category"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(category.value, category.value) for category in FailureCategory]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value in {category.value for category in FailureCategory}:
+            return queryset.filter(failure_category=value)
+        return queryset
+
+
+def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
+    """The "needs attention" choices as links for above the list (on a phone
+    the filter sidebar sits below the whole list): each keeps the page's other
+    filters and says whether it is the one applied."""
+    current = request.GET.get(TriageFilter.parameter_name)
+    links = []
+    for value, label in (
+        (None, "all executions"),
+        ("unresolved", "unresolved"),
+        ("failed24h", "failed in the last 24 h"),
+    ):
+        query = request.GET.copy()
+        query.pop("p", None)
+        query.pop(TriageFilter.parameter_name, None)
+        if value is not None:
+            query[TriageFilter.parameter_name] = value
+        links.append({"url": f"?{query.urlencode()}", "label": label, "selected": current == value})
+    return links
 
 
 @admin.register(models.JobExecution)
 class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
+    # What triage reads first comes first and stays on a phone's screen (status,
+    # stale); owner, stop and what became of a failure share one "marks" cell;
+    # the attempt and the creation time are under the job name (the list is in
+    # creation order); the duration is on the page. Seven columns fit 1440 px
+    # beside the navigation and the filters.
     list_display = (
-        # What triage reads first comes first (and stays on a phone's screen).
         "id",
         "status_badge",
-        "job_name",
         "inactivity",
-        "activity",
+        "job",
         "run_parameters",
-        "attempt",
-        "took",
-        "owner",
-        "stop",
-        "created_short",
+        "activity",
+        "marks",
     )
-    list_filter = (TriageFilter, "status", JobNameFilter, "created_at", InstanceFilter)
+    list_filter = (
+        TriageFilter,
+        "status",
+        JobNameFilter,
+        FailureCategoryFilter,
+        "created_at",
+        InstanceFilter,
+    )
     search_fields = ("job_name",)
     search_help_text = (
         "An execution id, an exact job name, or name=value for a visible parameter "
@@ -315,13 +370,24 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         "ended",
         "took",
         "version",
-        "counts",
         "step_counts",
         "steps",
         "flow_decisions",
         "audit",
         "operator_actions",
     )
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The exit code only when it says more than the status (not the
+        default UNKNOWN, not EXECUTING, not the status repeated)."""
+        fields = super().get_fields(request, obj)
+        if obj is not None and not exit_code_tells(obj):
+            return [field for field in fields if field != "exit_code"]
+        return fields
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        context = {**(extra_context or {}), "triage_links": triage_links(request)}
+        return super().changelist_view(request, context)
 
     def render_change_form(
         self,
@@ -359,13 +425,12 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                         "identifying_parameters"
                     )[:1]
                 ),
-                # The newest step write (chunk, checkpoint, transition) also counts
-                # as activity (SPEC §9); evaluated for the page's rows only.
-                newest_step_write=Subquery(
-                    models.StepExecution.objects.filter(job_execution_id=OuterRef("pk"))
-                    .order_by("-updated_at")
-                    .values("updated_at")[:1]
-                ),
+                # The newest runtime write of a step (chunk, checkpoint,
+                # transition) also counts as activity (SPEC §9) — never the
+                # steps' updated_at, which a recovery moves; for the page's rows.
+                newest_step_write=newest_step_write(),
+                # What became of a failure (abandoned, rerun), for failed rows.
+                **selectors.failure_fate_annotations(),
             )
         )
         return queryset
@@ -386,21 +451,40 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     def counts(self, obj: Any) -> str:
         return _counts(obj)
 
-    @admin.display(description="owner")
-    def owner(self, obj: models.JobExecution) -> SafeString:
-        return yes_no(bool(getattr(obj, "has_owner", False)), "owner recorded", "no owner")
+    @admin.display(description="job", ordering="job_name")
+    def job(self, obj: Any) -> SafeString:
+        return format_html(
+            "{}<br><small>attempt {} · created {}</small>",
+            obj.job_name,
+            obj.attempt,
+            ago(obj.created_at),
+        )
 
-    @admin.display(description="stop")
-    def stop(self, obj: models.JobExecution) -> SafeString:
-        return yes_no(obj.stop_requested_at is not None, "STOP REQUESTED", "—")
+    @admin.display(description="marks")
+    def marks(self, obj: Any) -> SafeString:
+        """Owner recorded, a stop requested (how long ago), and for a failure
+        what became of it — one cell, empty when there is nothing to say."""
+        now = timezone.now()
+        parts: list[SafeString] = []
+        if getattr(obj, "has_owner", False):
+            parts.append(format_html('<span class="ob-badge ob-muted">{}</span>', "owner"))
+        if obj.stop_requested_at is not None:
+            parts.append(
+                format_html(
+                    '<span class="ob-badge ob-warn">{}</span> {}',
+                    "STOP REQUESTED",
+                    ago(obj.stop_requested_at, now),
+                )
+            )
+        if obj.failed_at is not None:
+            parts.append(fate(obj, now, compact=True))
+        if not parts:
+            return format_html("{}", "—")
+        return format_html_join(SafeString("<br>"), "{}", ((part,) for part in parts))
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj: Any) -> SafeString:
         return when(obj.created_at)
-
-    @admin.display(description="created", ordering="created_at")
-    def created_short(self, obj: Any) -> SafeString:
-        return when_short(obj.created_at)
 
     @admin.display(description="started")
     def started(self, obj: Any) -> SafeString:
@@ -436,7 +520,11 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     @admin.display(description="failure")
     def failure(self, obj: models.JobExecution) -> SafeString:
         return render_failure(
-            obj.failure_category, obj.failure_id, execution_id=obj.pk, job_name=obj.job_name
+            obj.failure_category,
+            obj.failure_id,
+            execution_id=obj.pk,
+            job_name=obj.job_name,
+            decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
         )
 
     @admin.display(description="records (the steps' totals)")
@@ -532,7 +620,13 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="actions")
     def operator_actions(self, obj: Any) -> SafeString:
-        return self.action_links(obj, proposal=getattr(obj, "console_proposal", None))
+        """The actions the user may take; for a user who may take none of
+        those that apply, only the read-only sentence (which permission)."""
+        proposal = getattr(obj, "console_proposal", None)
+        note = casefile.read_only_note(
+            getattr(obj, "console_request", None), action_choices(obj, proposal=proposal)
+        )
+        return note if note is not None else self.action_links(obj, proposal=proposal)
 
 
 class ExecutionFilter(admin.SimpleListFilter):
@@ -623,6 +717,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
             obj.failure_id,
             execution_id=obj.job_execution_id,
             job_name=obj.job_execution.job_name if uses_name else "",
+            decision_id=recorded_by_decision(obj.recovery_decision_id, step=True),
         )
 
     @admin.display(description="execution")
@@ -847,6 +942,7 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
         "resulting_status",
         "reason_code",
         "allowed_why",
+        "evidence_taken",
         "note",
         "actor",
         "operator_user_id",
@@ -867,6 +963,12 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
     def allowed_why(self, obj: models.RecoveryDecision) -> SafeString:
         """:meth:`allowed` on the decision's page, whose next field is the note."""
         return decision_reason(obj.eligibility, obj.override_note, note=0)
+
+    @admin.display(description="evidence it was taken on")
+    def evidence_taken(self, obj: models.RecoveryDecision) -> SafeString:
+        """The evidence the decision recorded, with its times, read against the
+        decision's own time (never now: what the operator or watchdog saw)."""
+        return recorded_evidence(obj.evidence, obj.decided_at)
 
     @admin.display(description="override note")
     def note(self, obj: models.RecoveryDecision) -> str:

@@ -23,6 +23,8 @@ from oxide_batch.admin.marks import fill, legend, patterns, present
 from oxide_batch.admin.marks import joined as joined
 
 NOTHING = SafeString("")
+# The per-day chart's narrowest drawing (a window with one or two days of data).
+MIN_WIDTH = 200
 
 
 def status_bars(
@@ -31,17 +33,31 @@ def status_bars(
     """Executions created per UTC day (``rows`` of ``{day, status, n}``), stacked by
     status on a count axis; above each bar its total, below it the day of the
     month (and the month under the first day of each); a legend
-    of the statuses present; the counts as a table."""
-    per_day: dict[date, dict[str, int]] = {day: {} for day in days}
+    of the statuses present; the counts as a table.
+
+    The chart starts at the first day with executions (the empty days before
+    it are said in words, not drawn as an empty axis); a window without any
+    execution draws its whole, empty axis."""
+    window = list(days)
+    per_day: dict[date, dict[str, int]] = {day: {} for day in window}
     for row in rows:
         day = row["day"].date() if isinstance(row["day"], datetime) else row["day"]
         if day in per_day:
             per_day[day][row["status"]] = per_day[day].get(row["status"], 0) + int(row["n"])
+    first = next((i for i, day in enumerate(window) if per_day[day]), 0)
+    days = window[first:]
+    empty_before = (
+        f"; none on the {first} day{'s' if first > 1 else ''} before "
+        f"({window[0].isoformat()} to {window[first - 1].isoformat()})"
+        if first
+        else ""
+    )
     statuses = present(s for counts in per_day.values() for s in counts)
     totals = {day: sum(counts.values()) for day, counts in per_day.items()}
     ticks = count_ticks(max(totals.values(), default=0))
     left, top, plot_h, slot, bar = 64, 24, 170, 32, 22
-    base, width = top + plot_h, left + slot * len(days) + 8
+    # Wide enough for the axis' unit and a month's name under one or two days.
+    base, width = top + plot_h, max(left + slot * len(days) + 8, MIN_WIDTH)
 
     def y_of(count: int) -> float:
         return base - plot_h * count / ticks[-1]
@@ -117,9 +133,10 @@ def status_bars(
             )
     busiest = max(days, key=lambda d: totals[d]) if days else None
     summary = (
-        f"Executions created per day by status, last {len(days)} days"
+        f"Executions created per day by status, last {len(window)} days"
         + (f" ({days[0].isoformat()} to {days[-1].isoformat()}, UTC)" if days else "")
         + f": {sum(totals.values())} executions"
+        + empty_before
         + (
             f"; most on {busiest.isoformat()} ({totals[busiest]})"
             if busiest and totals[busiest]

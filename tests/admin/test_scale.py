@@ -81,6 +81,7 @@ UNBOUNDED_COUNT = re.compile(r"COUNT\(\*\)", re.IGNORECASE)
         "?p=2",
         "?triage=unresolved",
         "?triage=failed24h",
+        "?triage=failed24h&failure_category=USER_COMPONENT",
         "?q=business_date%3D2026-11-30",
     ],
 )
@@ -120,3 +121,15 @@ def test_the_bounded_count_reads_only_the_key(admin_client, demo, name, query):
     assert "ob_step_execution" not in inner.split("WHERE", 1)[0] or name == "stepexecution"
     assert "JOIN" not in inner.upper()
     assert "ORDER BY" not in inner.upper()
+
+
+@pytest.mark.parametrize(
+    "query", ["?triage=failed24h", "?triage=failed24h&failure_category=USER_COMPONENT"]
+)
+def test_the_failed_list_query_count_is_constant(admin_client, demo, more_rows, query):
+    """The fate of each failure (abandoned, rerun) is read in the page's query."""
+    url = reverse("admin:oxide_batch_jobexecution_changelist") + query
+    _warm_up(admin_client, [url])
+    before = len(_queries(admin_client, url))
+    more_rows(6)
+    assert len(_queries(admin_client, url)) == before

@@ -90,7 +90,8 @@ def test_the_per_day_chart_has_a_count_axis_with_its_unit_and_a_date_axis():
     units = [text_of(u) for u in classed(root, "ob-axis-unit")]
     assert "executions" in units
     assert "day (UTC)" in units
-    assert [text_of(t) for t in classed(root, "ob-x-tick")] == [str(d.day) for d in DAYS]
+    # From the first day with executions (the 4th of the window) to the last.
+    assert [text_of(t) for t in classed(root, "ob-x-tick")] == [str(d.day) for d in DAYS[3:]]
     assert [text_of(t) for t in classed(root, "ob-x-month")] == ["Nov 2026", "Dec 2026"]
 
 
@@ -250,12 +251,23 @@ def test_the_per_day_chart_comes_with_its_counts_as_a_table_and_a_summary():
         text_of(tr[0]): [text_of(td) for td in tr[1:]]
         for tr in table.find("tbody")  # type: ignore[union-attr]
     }
-    assert len(rows) == 14
+    assert len(rows) == 11  # from the first day with executions
     assert rows["2026-11-30"] == ["0", "2", "6", "0", "8"]
     assert rows["2026-12-01"] == ["3", "0", "0", "0", "3"]
     (caption,) = root.iter("figcaption")
     assert "12 executions" in text_of(caption)
     assert "most on 2026-11-30 (8)" in text_of(caption)
+    assert "none on the 3 days before (2026-11-18 to 2026-11-20)" in text_of(caption)
+
+
+def test_one_day_of_data_draws_one_day_not_a_mostly_empty_fortnight():
+    """Issue 25: a demo of one day drew 14 slots, 13 of them empty."""
+    root = parse(svg.status_bars(bars_rows({(13, "COMPLETED"): 5}), days=DAYS))
+    assert [text_of(t) for t in classed(root, "ob-x-tick")] == ["1"]
+    assert len(classed(root, "ob-mark")) == 1
+    (caption,) = root.iter("figcaption")
+    assert "none on the 13 days before (2026-11-18 to 2026-11-30)" in text_of(caption)
+    assert_text_is_clear(svg.status_bars(bars_rows({(13, "COMPLETED"): 5}), days=DAYS))
 
 
 def test_the_timeline_summary_and_table_say_when_each_step_ran():

@@ -95,14 +95,19 @@ def test_the_failed_filter_keeps_the_last_24_hours(admin_client, demo):
         created_at=now - timedelta(days=3),
         started_at=now - timedelta(days=3),
         ended_at=now - timedelta(days=2),
+        failed_at=now - timedelta(days=2),
     )
-    models.JobExecution.objects.filter(pk=recent.pk).update(ended_at=now - timedelta(hours=3))
+    models.JobExecution.objects.filter(pk=recent.pk).update(
+        ended_at=now - timedelta(hours=3), failed_at=now - timedelta(hours=3)
+    )
     listed = _listed(_get(admin_client, reverse(CHANGELIST) + "?triage=failed24h"))
     assert recent.pk in listed
     assert old.pk not in listed
     assert all(
-        s == "FAILED"
-        for s in models.JobExecution.objects.filter(pk__in=listed).values_list("status", flat=True)
+        failed is not None
+        for failed in models.JobExecution.objects.filter(pk__in=listed).values_list(
+            "failed_at", flat=True
+        )
     )
 
 
