@@ -14,30 +14,50 @@ recovered only when the operator ticks the override and gives a note, which
 the service records on the decision; without the override it stays untouched
 and its row says so.
 
+The page says what will happen to each row (for recover the status it ends
+in with each disposition and the unfinished steps that end FAILED; for abandon,
+stop, hold and release what changes and what does not), and the confirm button
+names the action and the rows ("Mark #7 FAILED", "Abandon #7", "Request stop
+of #7"); for recover without a disposition chosen it reads "Apply the chosen
+disposition to #7", and a small script (``oxide_batch/confirm.js``) follows the
+choice and disables the category for ABANDON. Nothing the operator decides is
+pre-filled: a page submitted as it came applies nothing.
+
+The selection is read from ``ids`` (comma separated, or repeated): ids that
+cannot be rows, ids with no row ("no execution #9 (purged or never
+existed)") and a selection over :data:`MAX_ROWS` are said on the page; a
+query string over Django's field limit is a framed 400 saying so.
+
 POST validates one :class:`~oxide_batch.admin.forms.ActionForm` for all rows
 first: invalid input re-renders the page with the errors beside their fields
 (200, nothing applied). A valid form calls one service per row with the
 logged-in user as actor and reports per row what happened — applied / replayed
 / nothing to change with what the row is now, or refused with the error code
-and what it means; a double submit replays instead of acting twice.
+and what it means; a double submit replays instead of acting twice. When a row
+is refused because it changed since the page loaded, the page is shown again
+from one fresh read and the refusal states that read's values.
 
 Each action needs its own permission (SPEC §10: ``recover_execution``,
 ``abandon_execution``, ``stop_execution``, ``hold_instance`` — all granted to
 batch-operator); without it the action is not offered in the changelist and its
-view answers 403.
+view raises ``PermissionDenied`` naming the permission
+(``oxide_batch.recover_execution``).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, TooManyFieldsSent
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -58,17 +78,18 @@ from oxide_batch.admin.applicable import (
 )
 from oxide_batch.admin.base import can, change_url, parse_id
 from oxide_batch.admin.display import badge, when
-from oxide_batch.admin.forms import ActionForm
-from oxide_batch.admin.proposals import proposal_display
-from oxide_batch.admin.results import execution_now, report_left_out, report_row
+from oxide_batch.admin.forms import ABANDON, MARK_FAILED, ActionForm, seal
+from oxide_batch.admin.proposals import proposal_display, recovery_outcome, unfinished_steps
+from oxide_batch.admin.results import Attempt, attempt, report_left_out, say, snapshot_now
 from oxide_batch.api.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
     RECOVER_EXECUTION,
     STOP_EXECUTION,
+    perm,
 )
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.evidence import UNKNOWN_EFFECT, RecoveryProposal
+from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
@@ -87,21 +108,83 @@ __all__ = [
 ]
 
 MAX_ROWS = 100
+# Ids named on the page when the selection holds some that are no row.
+NOTED = 10
 
 
-def action_url(spec: ActionSpec, ids: list[int]) -> str:
+def action_url(spec: ActionSpec, ids: list[int], *, more: bool = False) -> str:
     return (
         reverse(f"admin:oxide_batch_{spec.model}_act", args=[spec.name])
         + "?ids="
         + ",".join(str(i) for i in ids)
+        + ("&more=1" if more else "")
     )
 
 
+@dataclass
+class Selection:
+    """The ids a page was given: the first :data:`MAX_ROWS` that can be ids,
+    the texts that cannot (dropped), and whether more were given."""
+
+    ids: list[int] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    over: int = 0  # how many ids beyond MAX_ROWS were left out
+
+
+def _selection(values: list[str]) -> Selection:
+    """The ids of a query string or form field (``ids=1,2`` or ``ids=1&ids=2``);
+    anything that cannot be an id is dropped and said (an id the database never
+    holds would only be a 500 further on)."""
+    selection = Selection()
+    seen: set[int] = set()
+    for text in values:
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            pk = parse_id(part)
+            if pk is None:
+                selection.dropped.append(part.strip()[:40])
+            elif pk not in seen:
+                seen.add(pk)
+                selection.ids.append(pk)
+    selection.over = max(0, len(selection.ids) - MAX_ROWS)
+    selection.ids = selection.ids[:MAX_ROWS]
+    return selection
+
+
 def _ids(text: str) -> list[int]:
-    """The ids of a query string or form field; anything that cannot be an id is
-    dropped (an id the database never holds would only be a 500 further on)."""
-    ids = [pk for pk in (parse_id(part) for part in text.split(",")) if pk is not None]
-    return list(dict.fromkeys(ids))[:MAX_ROWS]
+    return _selection([text]).ids
+
+
+def _targets(ids: list[int], model: str) -> str:
+    """``#7``, ``#7 and #9``, ``#7, #9 and #12``, or ``5 executions``."""
+    noun = "execution" if model == "jobexecution" else "instance"
+    if len(ids) > 3:
+        return f"{len(ids)} {noun}s"
+    named = [f"#{pk}" for pk in ids]
+    text = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return text if noun == "execution" else f"{noun}{'s' if len(ids) > 1 else ''} {text}"
+
+
+BUTTON = {
+    "abandon": "Abandon {}",
+    "stop": "Request stop of {}",
+    "hold": "Place a hold on {}",
+    "release": "Release the hold of {}",
+    # recover: by the chosen disposition, "" while none is chosen
+    MARK_FAILED: "Mark {} FAILED",
+    ABANDON: "Abandon {}",
+    "": "Apply the chosen disposition to {}",
+}
+
+
+def button_labels(spec: ActionSpec, ids: list[int]) -> dict[str, str]:
+    """The confirm button's text for ``ids``: the action and the rows; for
+    recover one per disposition ("" while none is chosen)."""
+    rows = _targets(ids, spec.model) if ids else "the selected rows"
+    if spec.name != "recover":
+        return {"": BUTTON[spec.name].format(rows)}
+    return {key: BUTTON[key].format(rows) for key in (MARK_FAILED, ABANDON, "")}
 
 
 # -- the confirmation page ----------------------------------------------------------
@@ -121,12 +204,11 @@ INTRO = {
 }
 
 
-def _default_reason(spec: ActionSpec, unknown_commit: bool) -> str:
-    """UNKNOWN_EFFECT when a row to recover carries the unknown-commit marker
-    (SPEC §9: MARK_FAILED of an unknown commit needs it), else a neutral code."""
-    if spec.name != "recover":
-        return "OPERATOR_CONSOLE"
-    return UNKNOWN_EFFECT if unknown_commit else "STALE_WORKER"
+TOO_MANY_FIELDS = (
+    "This link names more ids than the console accepts in one request (at most {max_fields} "
+    "query fields): at most {max_rows} rows can be confirmed at once. Select fewer rows in "
+    "the list, or name them as one comma-separated ids=1,2,3."
+)
 
 
 class _ActionsMixin:
@@ -173,8 +255,8 @@ class _ActionsMixin:
     def _redirect(
         self, request: HttpRequest, spec: ActionSpec, queryset: QuerySet[Any]
     ) -> HttpResponse:
-        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:MAX_ROWS])
-        return HttpResponseRedirect(action_url(spec, ids))
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ROWS + 1])
+        return HttpResponseRedirect(action_url(spec, ids[:MAX_ROWS], more=len(ids) > MAX_ROWS))
 
     # -- which actions a row offers -------------------------------------------------
 
@@ -222,24 +304,87 @@ class _ActionsMixin:
 
     def confirm_view(self, request: HttpRequest, action: str) -> HttpResponse:
         spec = self.specs.get(action)
-        if spec is None or not can(request, spec.permission):
-            raise PermissionDenied
+        if spec is None:
+            raise Http404(f"No console action {action!r}.")
+        if not can(request, spec.permission):
+            raise PermissionDenied(perm(spec.permission))
+        try:
+            query = request.POST if request.method == "POST" else request.GET
+            values = query.getlist("ids")
+        except TooManyFieldsSent:
+            return self._too_many(request, spec)
         if request.method == "POST":
             acting = _ids(request.POST.get("ids", ""))
             overridable = _ids(request.POST.get("overridable", ""))
-            rows = self.rows(spec, _ids(request.POST.get("selected", "")) or acting + overridable)
+            selected = _ids(request.POST.get("selected", "")) or acting + overridable
+            rows = self.rows(spec, selected)
             form = self._form(spec, acting, rows, data=request.POST, overridable=overridable)
-            if form.is_valid():
-                self.apply(request, spec, form)
-                if len(form.field_ids) == 1:
-                    return HttpResponseRedirect(change_url(spec.model, form.field_ids[0]))
-                return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
-            return self._render(request, spec, rows, form)
-        rows = self.rows(spec, _ids(request.GET.get("ids", "")))
+            if not form.is_valid():
+                return self._render(request, spec, rows, form)
+            attempts = self.apply(request, spec, form)
+            if any(done.stale for done in attempts):
+                return self._again(request, spec, selected, attempts, form)
+            for done in attempts:
+                say(request, done)
+            self._left_out(request, spec, form)
+            if len(form.field_ids) == 1:
+                return HttpResponseRedirect(change_url(spec.model, form.field_ids[0]))
+            return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
+        selection = _selection(values)
+        rows = self.rows(spec, selection.ids)
+        acting = [row["id"] for row in rows if row["choice"].applies]
+        overridable = [row["id"] for row in rows if row.get("overridable")]
+        return self._render(
+            request,
+            spec,
+            rows,
+            self._form(spec, acting, rows, overridable=overridable),
+            selection=selection,
+            more=request.GET.get("more") == "1",
+        )
+
+    def _again(
+        self,
+        request: HttpRequest,
+        spec: ActionSpec,
+        selected: list[int],
+        attempts: list[Attempt],
+        form: ActionForm,
+    ) -> HttpResponse:
+        """Some row changed since the page loaded: read the rows once more and
+        show the page again from that read — the refusals state its values
+        (one snapshot for the message and the page), with a fresh form to
+        decide again (nothing chosen)."""
+        rows = self.rows(spec, selected)
+        by_id = {row["id"]: row for row in rows}
+        for done in attempts:
+            say(request, done, partial(snapshot_now, by_id.get(done.pk)) if done.stale else None)
+        self._left_out(request, spec, form)
         acting = [row["id"] for row in rows if row["choice"].applies]
         overridable = [row["id"] for row in rows if row.get("overridable")]
         return self._render(
             request, spec, rows, self._form(spec, acting, rows, overridable=overridable)
+        )
+
+    def _left_out(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
+        for pk in form.left_out():
+            report_left_out(request, f"execution #{pk}")
+
+    def _too_many(self, request: HttpRequest, spec: ActionSpec) -> HttpResponse:
+        """A query string over ``DATA_UPLOAD_MAX_NUMBER_FIELDS``: a 400 in the
+        console's frame saying how many rows a page takes."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Confirm: {spec.label}",
+            "opts": self.model._meta,
+            "spec": spec,
+            "refused": TOO_MANY_FIELDS.format(
+                max_fields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS, max_rows=MAX_ROWS
+            ),
+            "changelist": reverse(f"admin:oxide_batch_{spec.model}_changelist"),
+        }
+        return TemplateResponse(
+            request, "admin/oxide_batch/confirm_action.html", context, status=400
         )
 
     def _form(
@@ -251,36 +396,59 @@ class _ActionsMixin:
         *,
         overridable: list[int] | None = None,
     ) -> ActionForm:
-        marked = [row["id"] for row in rows if row.get("unknown_commit")]
+        """The page's form; unbound, it carries only what the page observed
+        (operation ids, versions, digests and their seals) — nothing the
+        operator decides."""
+        # The rows with the unknown-commit marker as the page showed them
+        # (posted back, checked by the seals), else as read now.
+        marked = (
+            _ids(data.get("marked", ""))
+            if data is not None
+            else [row["id"] for row in rows if row.get("unknown_commit")]
+        )
         overridable = overridable or []
         initial: dict[str, Any] = {}
         if data is None:
             by_id = {row["id"]: row for row in rows}
-            offered = {*acting, *overridable}
-            initial["reason_code"] = _default_reason(spec, bool(set(marked) & offered))
-            for pk in offered:
+            for pk in (*acting, *overridable):
+                version, digest = by_id[pk].get("version"), by_id[pk].get("digest")
                 initial[f"operation_{pk}"] = f"console-{uuid.uuid4().hex}"
-                initial[f"version_{pk}"] = by_id[pk].get("version")
-                initial[f"digest_{pk}"] = by_id[pk].get("digest")
+                initial[f"version_{pk}"] = version
+                initial[f"digest_{pk}"] = digest
+                initial[f"seal_{pk}"] = seal(pk, version, digest, pk in marked)
         return ActionForm(
             data,
             row_ids=acting,
             reason=spec.reason,
             versioned=spec.versioned,
             recover=spec.name == "recover",
+            action=spec.name,
             unknown_commit=marked,
             overridable=overridable,
             initial=initial,
         )
 
     def _render(
-        self, request: HttpRequest, spec: ActionSpec, rows: list[dict[str, Any]], form: ActionForm
+        self,
+        request: HttpRequest,
+        spec: ActionSpec,
+        rows: list[dict[str, Any]],
+        form: ActionForm,
+        *,
+        selection: Selection | None = None,
+        more: bool = False,
     ) -> HttpResponse:
         inputs = set(form.field_ids)
+        chosen = form.chosen_disposition() if spec.name == "recover" else None
         for row in rows:
             row["fields"] = form.row_fields(row["id"]) if row["id"] in inputs else None
             row["errors"] = form.row_errors(row["id"]) if row["id"] in inputs else []
             row["override"] = row["id"] in form.overridable
+        # The rows the button acts on: the eligible ones; the override's too
+        # when it is ticked or when they are all there is.
+        overridden = form.is_bound and bool(form.data.get("override"))
+        targets = form.field_ids if overridden or not form.row_ids else form.row_ids
+        labels = button_labels(spec, targets)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Confirm: {spec.label}",
@@ -294,17 +462,58 @@ class _ActionsMixin:
             "confirmable": len(inputs),
             "ids": ",".join(str(pk) for pk in form.row_ids),
             "overridable_ids": ",".join(str(pk) for pk in form.overridable),
+            "marked": ",".join(str(pk) for pk in sorted(form.unknown_commit)),
             "selected": ",".join(str(row["id"]) for row in rows),
-            "unknown_commit_hint": spec.name == "recover"
-            and any(row.get("unknown_commit") for row in rows if row["id"] in inputs),
+            "unknown_commit_hint": spec.name == "recover" and bool(form.unknown_commit),
             "changelist": reverse(f"admin:oxide_batch_{spec.model}_changelist"),
+            "chosen": chosen or "",
+            "button": labels.get(chosen or "", labels[""]),
+            "button_labels": json.dumps(labels) if spec.name == "recover" else "",
+            "button_labels_override": json.dumps(button_labels(spec, form.field_ids))
+            if spec.name == "recover" and form.overridable and form.row_ids
+            else "",
+            "notes": self._notes(spec, rows, selection, more),
         }
         return TemplateResponse(request, "admin/oxide_batch/confirm_action.html", context)
+
+    def _notes(
+        self,
+        spec: ActionSpec,
+        rows: list[dict[str, Any]],
+        selection: Selection | None,
+        more: bool,
+    ) -> list[str]:
+        """What the page was given that it does not show: ids with no row,
+        texts that are no id, rows beyond :data:`MAX_ROWS`."""
+        if selection is None:
+            return []
+        noun = "execution" if spec.model == "jobexecution" else "instance"
+        notes = []
+        found = {row["id"] for row in rows}
+        missing = [pk for pk in selection.ids if pk not in found]
+        if missing:
+            named = ", ".join(f"#{pk}" for pk in missing[:NOTED])
+            rest = f" and {len(missing) - NOTED} more" if len(missing) > NOTED else ""
+            notes.append(f"No {noun} {named}{rest} (purged or never existed).")
+        if selection.dropped:
+            named = ", ".join(f"“{text}”" for text in selection.dropped[:NOTED])
+            rest = (
+                f" and {len(selection.dropped) - NOTED} more"
+                if len(selection.dropped) > NOTED
+                else ""
+            )
+            notes.append(f"Not {noun} ids, ignored: {named}{rest}.")
+        if selection.over or more:
+            notes.append(
+                f"At most {MAX_ROWS} rows can be confirmed at once: only the first "
+                f"{MAX_ROWS} selected are shown. Confirm them, then select the rest."
+            )
+        return notes
 
     def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
         raise NotImplementedError
 
 
@@ -352,6 +561,20 @@ class ExecutionActions(_ActionsMixin):
             if spec.name == "recover"
             else {row["id"]: execution_choices(row, read_proposal=False, now=now) for row in found}
         )
+        # What a recovery resolves: the unfinished steps of the rows it may
+        # act on (one query for all of them).
+        steps = (
+            unfinished_steps(
+                [
+                    pk
+                    for pk, row_choices in choices.items()
+                    if (proposal := _choice(row_choices, spec).proposal) is not None
+                    and (proposal.eligible or recovery_overridable(proposal))
+                ]
+            )
+            if spec.name == "recover"
+            else {}
+        )
         rows: list[dict[str, Any]] = []
         for row in found:
             choice = _choice(choices[row["id"]], spec)
@@ -371,16 +594,21 @@ class ExecutionActions(_ActionsMixin):
                     digest=proposal.evidence_digest,
                     unknown_commit=proposal.unknown_commit,
                     overridable=recovery_overridable(proposal),
-                    proposal=proposal_display(proposal, now),
+                    proposal=proposal_display(proposal),
+                    proposal_object=proposal,
+                    outcome=recovery_outcome(row["id"], proposal, *steps.get(row["id"], ([], 0))),
                 )
             rows.append(shown)
         return rows
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
+        """One service call per row to act on, in order; each row's result or
+        refusal is kept for the page to say."""
         service = OperatorService(
             DjangoJobRepository(), stale_after=batch_settings.RECOVERY_STALE_AFTER
         )
         actor = Actor.for_user(request.user)
+        attempts = []
         for row in form.row_inputs():
             version = int(row.version or 0)
             run: Callable[[], Any]
@@ -416,9 +644,8 @@ class ExecutionActions(_ActionsMixin):
                     else None,
                     override_note=row.override_note,
                 )
-            report_row(request, f"execution #{row.id}", run, partial(execution_now, row.id))
-        for pk in form.left_out():
-            report_left_out(request, f"execution #{pk}")
+            attempts.append(attempt(row.id, f"execution #{row.id}", run))
+        return attempts
 
 
 class InstanceActions(_ActionsMixin):
@@ -449,16 +676,21 @@ class InstanceActions(_ActionsMixin):
             for row in found
         ]
 
-    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> None:
+    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
         service = RetentionService()
         actor = Actor.for_user(request.user)
         act = service.place_hold if spec.name == "hold" else service.release_hold
-        for row in form.row_inputs():
-            run = partial(
-                act,
+        return [
+            attempt(
                 row.id,
-                actor=actor,
-                reason_code=form.reason_code,
-                operation_id=row.operation_id,
+                f"instance #{row.id}",
+                partial(
+                    act,
+                    row.id,
+                    actor=actor,
+                    reason_code=form.reason_code,
+                    operation_id=row.operation_id,
+                ),
             )
-            report_row(request, f"instance #{row.id}", run)
+            for row in form.row_inputs()
+        ]

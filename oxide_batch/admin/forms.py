@@ -6,9 +6,26 @@ the page posts back (observed version, operation id, evidence digest).
 One Django ``Form`` with a field set built from the action and the rows, so a
 single ``is_valid()`` checks every row before any is applied, and errors are
 shown beside their field (a row's hidden fields beside the row). The field
-names (``reason_code``, ``version_<id>``, ``operation_<id>``, ``digest_<id>``,
-``override``, ``override_note``) are the page's contract with its tests and
-with a double submit.
+names (``reason_code``, ``disposition``, ``failure_category``, ``version_<id>``,
+``operation_<id>``, ``digest_<id>``, ``seal_<id>``, ``override``,
+``override_note``) are the page's contract with its tests and with a double
+submit.
+
+An audited choice is a choice (issue 25): nothing the operator decides is
+pre-filled — reason code, disposition and failure category start empty, and a
+page submitted as it came applies nothing and says what is missing. The
+categories offered for MARK_FAILED are those an operator can establish about a
+run whose worker went silent (:data:`OPERATOR_CATEGORIES`); ``UNKNOWN_COMMIT``
+only for, and then required for, rows carrying the unknown-commit marker. A
+category with ABANDON is refused (ABANDON records none).
+
+For recover each row also carries a seal: an HMAC (the project's secret key)
+over the row id, the observed version, the evidence digest and the
+unknown-commit marker the page showed (the rows with it are posted back in
+``marked``, so a double submit is checked against what the page showed, not
+against the row as the first submit left it). A digest, version or marker
+that is not the page's is "this form was altered", never mistaken for
+evidence that changed (which the service reports after a real change).
 
 The override (SPEC §11) is explicit: the rows it would recover (active, not
 stale yet) are posted apart from the others (``overridable``), and they are
@@ -25,6 +42,7 @@ from typing import Any
 
 from django import forms
 from django.core.validators import RegexValidator
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from oxide_batch.domain.errors import RecoveryRequestInvalid
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
@@ -40,6 +58,48 @@ from oxide_batch.domain.status import FailureCategory
 REASON = OperatorStringKind.REASON_CODE
 OPERATION = OperatorStringKind.OPERATION_ID
 DIGEST_PATTERN = r"\A[0-9a-f]{64}\Z"
+C = FailureCategory
+MARK_FAILED = RecoveryDisposition.MARK_FAILED.value
+ABANDON = RecoveryDisposition.ABANDON.value
+
+#: The failure categories an operator may record when marking a stale or
+#: unknown run FAILED, each with what it says (the decision's rationale is in
+#: docs/decisions.md): what an operator can know about a worker that went
+#: silent. UNKNOWN_COMMIT is offered only for rows carrying the marker.
+OPERATOR_CATEGORIES: dict[FailureCategory, str] = {
+    C.STALE_RECOVERED: "the worker is gone, the cause is not known",
+    C.TRANSIENT_INFRASTRUCTURE: "the worker was lost to a passing infrastructure fault "
+    "(node drain, network, database outage): a restart should succeed",
+    C.PERMANENT_INFRASTRUCTURE: "the worker was lost to a lasting infrastructure fault "
+    "(host, credentials or resource gone): fix it before restarting",
+    C.USER_COMPONENT: "the job's own code brought the worker down (a crash or out of "
+    "memory in a reader, processor or writer)",
+}
+UNKNOWN_COMMIT_MEANING = (
+    "the last commit's outcome is unknown (the row carries the marker): check the target "
+    "system before restarting"
+)
+
+#: Reason codes each action's help text gives as examples (never pre-filled).
+REASON_EXAMPLES = {
+    "recover": "STALE_WORKER or NODE_LOST",
+    "abandon": "NOT_NEEDED or SUPERSEDED",
+    "hold": "LEGAL_HOLD or INCIDENT_REVIEW",
+    "release": "REVIEW_DONE",
+}
+ALTERED = "This form was altered: reload the page."
+SEAL_SALT = "oxide_batch.admin.forms.seal"
+
+
+def seal(pk: int, version: int | None, digest: str | None, marked: bool = False) -> str:
+    """The HMAC a recover page gives each row over what it showed: the
+    version, the evidence digest and whether the row carried the
+    unknown-commit marker (which the form's checks follow)."""
+    return salted_hmac(SEAL_SALT, f"{pk}:{version}:{digest}:{int(marked)}").hexdigest()
+
+
+def _rows(ids: Collection[int]) -> str:
+    return ", ".join(f"#{pk}" for pk in sorted(ids))
 
 
 def _full(kind: OperatorStringKind) -> str:
@@ -62,10 +122,12 @@ class ActionForm(forms.Form):
     """The confirmation of one action for ``row_ids``.
 
     ``versioned`` adds ``version_<id>``, ``recover`` adds the disposition, the
-    failure category and ``digest_<id>``, ``reason`` the reason code.
-    ``unknown_commit`` names the rows whose current proposal carries the
-    unknown-commit marker: MARK_FAILED of any of them needs ``UNKNOWN_EFFECT``,
-    checked here so a set is never half applied for want of it.
+    failure category, ``digest_<id>`` and ``seal_<id>``, ``reason`` the reason
+    code (``action`` picks its examples). ``unknown_commit`` names the rows
+    whose proposal, as the page showed it, carries the unknown-commit marker:
+    MARK_FAILED of any of them needs ``UNKNOWN_EFFECT`` and the category
+    UNKNOWN_COMMIT (which no other row may get), checked here so a set is never
+    half applied for want of it.
     ``overridable`` names the rows (recover only) that only the override
     recovers: they get their hidden fields too, and the form the ``override``
     box and the ``override_note``; :meth:`row_inputs` holds them only when the
@@ -80,6 +142,7 @@ class ActionForm(forms.Form):
         reason: bool,
         versioned: bool,
         recover: bool,
+        action: str = "",
         unknown_commit: Collection[int] = (),
         overridable: Sequence[int] = (),
         initial: dict[str, Any] | None = None,
@@ -92,29 +155,43 @@ class ActionForm(forms.Form):
         if recover:
             self.fields["disposition"] = forms.ChoiceField(
                 label="Disposition",
-                choices=[(d.value, d.value) for d in RecoveryDisposition],
-                initial=RecoveryDisposition.MARK_FAILED.value,
-                help_text="MARK_FAILED: the execution becomes FAILED and may be restarted. "
-                "ABANDON: it becomes ABANDONED and its instance never runs again.",
+                choices=[
+                    ("", "— choose one —"),
+                    (MARK_FAILED, "MARK_FAILED — the execution ends FAILED (it may be restarted)"),
+                    (ABANDON, "ABANDON — it ends ABANDONED (its instance never runs again)"),
+                ],
+                error_messages={
+                    "required": "Choose what the recovery does: MARK_FAILED or ABANDON."
+                },
+                help_text="Either way the unfinished steps listed above end FAILED and a "
+                "worker still writing to them is refused.",
             )
             self.fields["failure_category"] = forms.ChoiceField(
-                label="Failure category (MARK_FAILED)",
-                choices=[
-                    ("", "default (UNKNOWN_COMMIT or STALE_RECOVERED)"),
-                    *((c.value, c.value) for c in FailureCategory),
-                ],
+                label="Failure category (MARK_FAILED only)",
+                # Any category is a valid *value*, so one not offered here is
+                # refused in clean() with why, not a bare "invalid choice".
+                choices=[("", "— choose one —"), *((c.value, c.value) for c in C)],
                 required=False,
+                help_text="What the execution is marked FAILED with (its unfinished steps "
+                "carry it too). ABANDON records none: its steps carry "
+                f"{C.STALE_RECOVERED.value} ({C.UNKNOWN_COMMIT.value} with the marker).",
             )
+            self.fields["failure_category"].widget.choices = [
+                ("", "— choose one —"),
+                *((c.value, f"{c.value} — {meaning}") for c, meaning in self.offered_categories),
+            ]
         if reason:
+            examples = REASON_EXAMPLES.get(action, "STALE_WORKER")
             self.fields["reason_code"] = forms.CharField(
                 label="Reason code",
                 max_length=REASON.max_bytes,
-                help_text=f"{REASON.allowed}, at most {REASON.max_bytes} characters "
-                "(for example STALE_WORKER).",
+                help_text=f"Why, as a code: {REASON.allowed}, at most {REASON.max_bytes} "
+                f"characters (for example {examples}).",
+                error_messages={"required": f"Give a reason code (for example {examples})."},
                 validators=[
                     RegexValidator(
                         _full(REASON),
-                        f"Use only {REASON.allowed} (for example STALE_WORKER).",
+                        f"Use only {REASON.allowed} (for example {examples}).",
                         code="reason_code",
                     )
                 ],
@@ -153,9 +230,15 @@ class ActionForm(forms.Form):
                 self.fields[f"digest_{pk}"] = forms.RegexField(
                     DIGEST_PATTERN,
                     error_messages={
-                        "invalid": "An evidence digest is 64 lowercase hex characters."
+                        "invalid": "not the evidence digest this page gave (64 lowercase hex "
+                        "characters); the form was altered"
                     },
                     widget=forms.HiddenInput,
+                )
+                self.fields[f"seal_{pk}"] = forms.CharField(
+                    max_length=64,
+                    widget=forms.HiddenInput,
+                    error_messages={"required": "missing; the form was altered"},
                 )
 
     def clean(self) -> dict[str, Any] | None:
@@ -178,26 +261,101 @@ class ActionForm(forms.Form):
                 )
             elif not self.overridable:
                 raise forms.ValidationError("No selected row can be confirmed.", code="no_rows")
-        marked = self.unknown_commit & set(acting)
-        if (
-            self.recover
-            and marked
-            and cleaned.get("disposition") == RecoveryDisposition.MARK_FAILED.value
-            and "reason_code" in cleaned
-            and cleaned["reason_code"] != UNKNOWN_EFFECT
-        ):
-            rows = ", ".join(f"#{pk}" for pk in sorted(marked))
+        if self.recover:
+            self._check_seals(cleaned)
+            self._clean_recovery(cleaned, set(acting))
+        return cleaned
+
+    def _check_seals(self, cleaned: dict[str, Any]) -> None:
+        """A row whose version or digest is not what this page gave (its seal
+        does not match) is an altered form, not a change of the evidence."""
+        altered = False
+        for pk in self.field_ids:
+            names = (f"version_{pk}", f"digest_{pk}", f"seal_{pk}")
+            if any(name in self.errors for name in names):
+                altered = True  # hidden fields only the page fills
+                continue
+            expected = seal(
+                pk,
+                cleaned.get(f"version_{pk}"),
+                cleaned.get(f"digest_{pk}"),
+                pk in self.unknown_commit,
+            )
+            if not constant_time_compare(expected, str(cleaned.get(f"seal_{pk}", ""))):
+                altered = True
+                self.add_error(
+                    f"digest_{pk}",
+                    forms.ValidationError(
+                        "not the version and evidence digest this page gave; the form was altered",
+                        code="altered",
+                    ),
+                )
+        if altered:
+            self.add_error(None, forms.ValidationError(ALTERED, code="altered"))
+
+    def _clean_recovery(self, cleaned: dict[str, Any], acting: set[int]) -> None:
+        """The disposition and the category belong together: MARK_FAILED needs a
+        category that fits every row (UNKNOWN_COMMIT exactly for the rows with
+        the marker), ABANDON takes none; marking an unknown commit FAILED needs
+        the reason code UNKNOWN_EFFECT."""
+        disposition = cleaned.get("disposition")
+        category = cleaned.get("failure_category") or ""
+        marked = self.unknown_commit & acting
+        plain = acting - marked
+        if disposition == ABANDON and category:
+            self._category_error(
+                "ABANDON records no failure category (the execution keeps its own): clear "
+                "the category, or choose MARK_FAILED.",
+                "category_with_abandon",
+            )
+        if disposition != MARK_FAILED:
+            return
+        offered = {c.value for c, _ in self.offered_categories}
+        if not category:
+            self._category_error(
+                "Choose the failure category the execution is marked FAILED with.",
+                "required",
+            )
+        elif category == C.UNKNOWN_COMMIT.value and plain:
+            one = len(plain) == 1
+            self._category_error(
+                f"UNKNOWN_COMMIT says a commit's outcome is unknown, and {_rows(plain)} "
+                f"carr{'ies' if one else 'y'} no unknown-commit marker: choose another "
+                "category (STALE_RECOVERED when the worker is simply gone).",
+                "unknown_commit_without_marker",
+            )
+        elif category != C.UNKNOWN_COMMIT.value and marked:
+            one = len(marked) == 1
+            self._category_error(
+                f"{_rows(marked)} carr{'ies' if one else 'y'} the unknown-commit marker: "
+                f"{'it is' if one else 'they are'} marked FAILED only as UNKNOWN_COMMIT (its "
+                "outcome must not be guessed) — choose UNKNOWN_COMMIT"
+                + (", recover the other rows on their own page" if plain else "")
+                + ", or choose ABANDON.",
+                "unknown_commit_required",
+            )
+        elif category not in offered:
+            choices = ", ".join(sorted(offered))
+            self._category_error(
+                f"{category} is not a category an operator's recovery records: choose one "
+                f"of {choices}.",
+                "category_not_offered",
+            )
+        if marked and "reason_code" in cleaned and cleaned["reason_code"] != UNKNOWN_EFFECT:
             one = len(marked) == 1
             self.add_error(
                 "reason_code",
                 forms.ValidationError(
-                    f"{rows} carr{'ies' if one else 'y'} the unknown-commit marker: marking "
-                    f"{'it' if one else 'them'} FAILED needs the reason code {UNKNOWN_EFFECT} "
-                    "(the effect may have happened), or choose ABANDON.",
+                    f"{_rows(marked)} carr{'ies' if one else 'y'} the unknown-commit marker: "
+                    f"marking {'it' if one else 'them'} FAILED needs the reason code "
+                    f"{UNKNOWN_EFFECT} (the effect may have happened), or choose ABANDON.",
                     code="unresolved_recovery_required",
                 ),
             )
-        return cleaned
+
+    def _category_error(self, message: str, code: str) -> None:
+        if "failure_category" not in self.errors:
+            self.add_error("failure_category", forms.ValidationError(message, code=code))
 
     def _clean_override(self, cleaned: dict[str, Any]) -> None:
         """A ticked override needs a valid note (the domain's rule); a note
@@ -246,6 +404,39 @@ class ActionForm(forms.Form):
         return [*self.row_ids, *self.overridable]
 
     @property
+    def offered_categories(self) -> list[tuple[FailureCategory, str]]:
+        """The categories offered for MARK_FAILED: :data:`OPERATOR_CATEGORIES`,
+        and UNKNOWN_COMMIT when a row carries the unknown-commit marker."""
+        offered = list(OPERATOR_CATEGORIES.items())
+        if self.unknown_commit:
+            offered.insert(0, (C.UNKNOWN_COMMIT, UNKNOWN_COMMIT_MEANING))
+        return offered
+
+    @property
+    def missing(self) -> list[str]:
+        """The decisions left unmade in a submitted page (only after
+        ``is_valid()``): what the page says is still to choose."""
+        names = {
+            "disposition": "a disposition",
+            "failure_category": "a failure category",
+            "reason_code": "a reason code",
+        }
+        errors = self.errors.as_data()
+        return [
+            words
+            for name, words in names.items()
+            if any(error.code == "required" for error in errors.get(name, []))
+        ]
+
+    def chosen_disposition(self) -> str | None:
+        """The disposition the page was posted with, if it is one (for the
+        button's text and the rows' outcome when the page is shown again)."""
+        if not self.is_bound:
+            return None
+        value = self.data.get("disposition")
+        return value if value in (MARK_FAILED, ABANDON) else None
+
+    @property
     def overridden(self) -> bool:
         """Whether the override is ticked (only after ``is_valid()``)."""
         return bool(self.cleaned_data.get("override"))
@@ -257,7 +448,7 @@ class ActionForm(forms.Form):
 
     def row_fields(self, pk: int) -> list[forms.BoundField]:
         """A row's hidden fields (rendered inside the row, errors beside it)."""
-        names = (f"operation_{pk}", f"version_{pk}", f"digest_{pk}")
+        names = (f"operation_{pk}", f"version_{pk}", f"digest_{pk}", f"seal_{pk}")
         return [self[name] for name in names if name in self.fields]
 
     def row_errors(self, pk: int) -> list[str]:

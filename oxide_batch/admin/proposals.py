@@ -2,21 +2,42 @@
 (why, or until when and the override), the owner's lease, inactivity against
 the threshold (or the lease) as durations, the evidence times relative and
 absolute (UTC), the latest step by name with its status badge, the markers,
-and a short prefix of the evidence digest (the full digest is posted back)."""
+and a short prefix of the evidence digest (the full digest is posted back).
+
+One value per fact: "last activity" is SPEC §9's activity
+(``evidence.activity_at``, the later of the execution's own runtime write and
+its newest step write — what the case file and the API call last activity),
+and every relative time is read at the proposal's own clock instant (its
+activity plus its inactivity), so "inactive for 15m 34s" and "last activity
+15 min ago" are one reading.
+
+Also what a recovery will do to a row (:func:`recovery_outcome`): the status
+it ends in for each disposition and the unfinished steps that end FAILED
+either way (SPEC §10), read for all rows in one query (:func:`unfinished_steps`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.utils.html import format_html
+from django.db.models import Count, F, Window
+from django.db.models.functions import RowNumber
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.applicable import recovery_overridable
 from oxide_batch.admin.base import link
 from oxide_batch.admin.display import badge, human, when
 from oxide_batch.admin.eligibility import lease, verdict
 from oxide_batch.domain.evidence import LatestStep, RecoveryProposal
+from oxide_batch.domain.status import UNRESOLVED_STATUSES, FailureCategory
+
+# The unfinished steps named per row; the rest are counted.
+STEPS_SHOWN = 10
+UNFINISHED = sorted(status.value for status in UNRESOLVED_STATUSES)
 
 DIGEST_SHOWN = 12
 
@@ -60,9 +81,17 @@ OVERRIDE_BELOW = (
 )
 
 
-def proposal_display(proposal: RecoveryProposal, now: datetime) -> dict[str, Any]:
+def proposal_instant(proposal: RecoveryProposal) -> datetime:
+    """The clock instant the proposal was computed at: its activity plus its
+    inactivity (inactivity is never negative, so a clock behind the evidence
+    reads as the activity itself)."""
+    return proposal.evidence.activity_at + proposal.inactive_for
+
+
+def proposal_display(proposal: RecoveryProposal) -> dict[str, Any]:
     evidence = proposal.evidence
     rule = "lease" if proposal.rule == "lease" else "threshold"
+    now = proposal_instant(proposal)
     return {
         "eligible": proposal.eligible,
         "overridable": recovery_overridable(proposal),
@@ -70,7 +99,7 @@ def proposal_display(proposal: RecoveryProposal, now: datetime) -> dict[str, Any
         "lease": lease(proposal, now),
         "inactive": f"inactive for {human(proposal.inactive_for)} "
         f"({rule} {human(proposal.threshold)})",
-        "last_activity": when(evidence.last_activity_at, now),
+        "last_activity": when(evidence.activity_at, now),
         "newest_step_write": when(evidence.newest_step_write_at, now)
         if evidence.newest_step_write_at is not None
         else "none",
@@ -87,4 +116,78 @@ def proposal_display(proposal: RecoveryProposal, now: datetime) -> dict[str, Any
         ),
         "unknown_commit": evidence.unknown_commit,
         "digest": proposal.evidence_digest[:DIGEST_SHOWN],
+    }
+
+
+def unfinished_steps(execution_ids: Collection[int]) -> dict[int, tuple[list[dict[str, Any]], int]]:
+    """The unfinished steps (STARTING, STARTED, STOPPING, UNKNOWN) of each
+    execution, the first :data:`STEPS_SHOWN` by id with how many there are in
+    all — what a recovery resolves to FAILED (one query for every row)."""
+    if not execution_ids:
+        return {}
+    found = (
+        models.StepExecution.objects.filter(
+            job_execution_id__in=list(execution_ids), status__in=UNFINISHED
+        )
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("job_execution_id")], order_by=F("id").asc()),
+            total=Window(Count("id"), partition_by=[F("job_execution_id")]),
+        )
+        .filter(rank__lte=STEPS_SHOWN)
+        .order_by("job_execution_id", "id")
+        .values("id", "job_execution_id", "step_name", "status", "total")
+    )
+    steps: dict[int, tuple[list[dict[str, Any]], int]] = {}
+    for step in found:
+        shown, _ = steps.get(step["job_execution_id"], ([], 0))
+        shown.append(step)
+        steps[step["job_execution_id"]] = (shown, step["total"])
+    return steps
+
+
+def recovery_outcome(
+    pk: int, proposal: RecoveryProposal, steps: list[dict[str, Any]], total: int
+) -> dict[str, SafeString]:
+    """What a recovery of execution ``pk`` does (SPEC §10): the status it ends
+    in with each disposition, and the unfinished steps that end FAILED with
+    either — with MARK_FAILED carrying the chosen category, with ABANDON
+    STALE_RECOVERED (UNKNOWN_COMMIT when the row carries the marker)."""
+    steps_category = (
+        FailureCategory.UNKNOWN_COMMIT
+        if proposal.unknown_commit
+        else FailureCategory.STALE_RECOVERED
+    )
+    if not steps:
+        resolved = format_html("{}", "No unfinished step: only the execution changes.")
+    else:
+        named = format_html_join(
+            ", ",
+            "{} ({}) {}",
+            ((s["step_name"], link("stepexecution", s["id"]), badge(s["status"])) for s in steps),
+        )
+        more = total - len(steps)
+        one = total == 1
+        resolved = format_html(
+            "Either way its {} unfinished step{} end{} <strong>FAILED</strong> now, carrying "
+            "the chosen category with MARK_FAILED, {} with ABANDON (a worker still writing "
+            "to {} is refused): {}{}",
+            total,
+            "" if one else "s",
+            "s" if one else "",
+            steps_category.value,
+            "it" if one else "them",
+            named,
+            format_html(" and {} more", more) if more else "",
+        )
+    return {
+        "MARK_FAILED": format_html(
+            "With MARK_FAILED: #{} ends <strong>FAILED</strong> with the category you choose "
+            "(it may be restarted).",
+            pk,
+        ),
+        "ABANDON": format_html(
+            "With ABANDON: #{} ends <strong>ABANDONED</strong> (its instance never runs again).",
+            pk,
+        ),
+        "steps": resolved,
     }

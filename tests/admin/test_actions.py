@@ -47,10 +47,15 @@ def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_c
     assert "(threshold 15m 00s)" in text
     assert ":15:00" not in text
     assert len(form[f"digest_{unknown.pk}"]) == 64
-    assert 'value="UNKNOWN_EFFECT"' in text
-    done = operator_client.post(
-        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
-    )
+    # Nothing the operator decides is pre-filled (issue 25 point 4).
+    assert 'value="UNKNOWN_EFFECT"' not in text
+    assert "checked" not in text
+    chosen = {
+        "disposition": "MARK_FAILED",
+        "failure_category": "UNKNOWN_COMMIT",
+        "reason_code": "UNKNOWN_EFFECT",
+    }
+    done = operator_client.post(url, {**form, **chosen}, follow=True)
     unknown.refresh_from_db()
     assert unknown.status == "FAILED"
     decision_row = models.RecoveryDecision.objects.get(job_execution_id=unknown.pk)
@@ -68,9 +73,7 @@ def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_c
     decision = models.RecoveryDecision.objects.get(job_execution_id=unknown.pk)
     assert decision.operator_reference == "otto"
     # A double submit of the same confirmation replays instead of acting twice.
-    again = operator_client.post(
-        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
-    )
+    again = operator_client.post(url, {**form, **chosen}, follow=True)
     assert any("replayed" in m for m in _said(again))
     assert models.RecoveryDecision.objects.filter(job_execution_id=unknown.pk).count() == 1
 
@@ -81,15 +84,27 @@ def test_a_row_changed_since_the_page_loaded_is_stale(operator_client, demo):
     _, form = _confirm(operator_client, url)
     models.JobExecution.objects.filter(pk=unknown.pk).update(version=unknown.version + 1)
     done = operator_client.post(
-        url, {**form, "disposition": "MARK_FAILED", "reason_code": "UNKNOWN_EFFECT"}, follow=True
+        url,
+        {
+            **form,
+            "disposition": "MARK_FAILED",
+            "failure_category": "UNKNOWN_COMMIT",
+            "reason_code": "UNKNOWN_EFFECT",
+        },
     )
+    # The page is shown again from a fresh read, the refusal stating its values.
+    assert done.status_code == 200
     (said,) = _said(done)
     # What changed: the version the row has now, its status, beside what the page showed.
     assert said.startswith(
         f"execution #{unknown.pk}: refused: stale_version — the row changed since the page "
-        f"loaded: it is now version {unknown.version + 1}, status UNKNOWN"
+        f"loaded: it is now version {unknown.version + 1}, status UNKNOWN, last activity "
     )
-    assert said.endswith(f"(the page showed version {unknown.version}); reload and decide again")
+    assert said.endswith(
+        f"(the page showed version {unknown.version}); nothing was done to it — the page "
+        "below shows it as it is now: decide again"
+    )
+    assert f'name="version_{unknown.pk}" value="{unknown.version + 1}"' in done.content.decode()
     unknown.refresh_from_db()
     assert unknown.status == "UNKNOWN"
 

@@ -133,11 +133,13 @@ def test_the_unknown_effect_hint_only_for_a_row_with_the_marker(operator_client,
     text = operator_client.get(_url("jobexecution", "recover", stale.pk)).content.decode()
     assert "unknown commit no" in text
     assert "UNKNOWN_EFFECT" not in text
-    assert 'value="STALE_WORKER"' in text
+    assert 'value="UNKNOWN_COMMIT"' not in text  # not offered without the marker
     unknown = _get("UNKNOWN")
     text = operator_client.get(_url("jobexecution", "recover", unknown.pk)).content.decode()
     assert "needs the reason code <code>UNKNOWN_EFFECT</code>" in text
-    assert 'value="UNKNOWN_EFFECT"' in text
+    assert '<option value="UNKNOWN_COMMIT">' in text
+    # A hint, not a value: the reason code is left for the operator to give.
+    assert 'value="UNKNOWN_EFFECT"' not in text
 
 
 def test_the_evidence_shows_badges_the_step_by_name_and_times_both_ways(operator_client, demo):
@@ -166,7 +168,7 @@ def test_the_evidence_shows_badges_the_step_by_name_and_times_both_ways(operator
         ("not upper", "Use only A-Z 0-9 _"),
         ("BAD-CODE", "Use only A-Z 0-9 _"),
         ("X" * 65, "Ensure this value has at most 64 characters"),
-        ("", "This field is required."),
+        ("", "Give a reason code (for example NOT_NEEDED or SUPERSEDED)."),
     ],
 )
 def test_an_invalid_reason_code_re_renders_with_the_error_and_applies_nothing(
@@ -217,7 +219,13 @@ def test_one_invalid_row_applies_no_row(operator_client, demo):
 @pytest.mark.parametrize(
     ("field", "value", "error"),
     [
-        ("digest", "f" * 63, "digest: An evidence digest is 64 lowercase hex characters."),
+        (
+            "digest",
+            "f" * 63,
+            "digest: not the evidence digest this page gave (64 lowercase hex characters)",
+        ),
+        ("digest", "f" * 64, "digest: not the version and evidence digest this page gave"),
+        ("seal", "0" * 40, "digest: not the version and evidence digest this page gave"),
         ("operation", "has spaces", "operation: Use only"),
         ("operation", "", "operation: This field is required."),
         ("version", "-1", "version: Ensure this value is greater than or equal to 0."),
@@ -238,7 +246,12 @@ def test_a_tampered_hidden_field_is_an_error_beside_its_row(
     before = _state()
     response = operator_client.post(url, form)
     assert response.status_code == 200
-    assert error in response.content.decode()
+    text = response.content.decode()
+    assert error in text
+    if field in {"digest", "seal", "version"}:
+        # Not mistaken for evidence that changed: the form was altered.
+        assert "This form was altered: reload the page." in text
+        assert "evidence changed" not in text
     assert _state() == before
 
 
@@ -248,16 +261,28 @@ def test_mark_failed_of_an_unknown_commit_needs_unknown_effect_before_any_row_ap
     unknown = _get("UNKNOWN")
     stale = _get("STARTED", "customer_sync")
     url = _url("jobexecution", "recover", unknown.pk, stale.pk)
-    _, form = _confirm(operator_client, url, disposition="MARK_FAILED", reason_code="STALE_WORKER")
+    _, form = _confirm(
+        operator_client,
+        url,
+        disposition="MARK_FAILED",
+        failure_category="STALE_RECOVERED",
+        reason_code="STALE_WORKER",
+    )
     before = _state()
     response = operator_client.post(url, form)
     assert response.status_code == 200
+    text = response.content.decode()
     assert (
         f"#{unknown.pk} carries the unknown-commit marker: marking it FAILED needs the reason "
-        "code UNKNOWN_EFFECT" in response.content.decode()
+        "code UNKNOWN_EFFECT" in text
+    )
+    assert (
+        f"#{unknown.pk} carries the unknown-commit marker: it is marked FAILED only as "
+        "UNKNOWN_COMMIT" in text
     )
     assert _state() == before  # the stale row without the marker was not applied alone
     form["disposition"] = "ABANDON"
+    del form["failure_category"]  # ABANDON records none (the script disables it)
     done = operator_client.post(url, form, follow=True)
     assert all(": applied — " in said for said in _said(done))
     assert set(
@@ -287,7 +312,13 @@ def test_an_unknown_disposition_or_category_is_a_field_error(operator_client, de
 def test_a_stale_recovery_says_what_changed(operator_client, demo):
     stale = _get("STARTED", "customer_sync")
     url = _url("jobexecution", "recover", stale.pk)
-    _, form = _confirm(operator_client, url, disposition="MARK_FAILED", reason_code="STALE_WORKER")
+    _, form = _confirm(
+        operator_client,
+        url,
+        disposition="MARK_FAILED",
+        failure_category="STALE_RECOVERED",
+        reason_code="STALE_WORKER",
+    )
     # The runtime asks for control (an observation): the evidence moves, the version not.
     models.JobExecution.objects.filter(pk=stale.pk).update(
         stop_requested_at=stale.created_at, stop_requested_by="someone"
@@ -298,7 +329,10 @@ def test_a_stale_recovery_says_what_changed(operator_client, demo):
         f"execution #{stale.pk}: refused: recovery_evidence_stale — the evidence changed since "
         f"the page loaded: it is now version {stale.version}, status STARTED, last activity "
     )
-    assert said.endswith(", stop requested; reload to see the new proposal")
+    assert said.endswith(
+        ", stop requested by someone; nothing was done to it — the page below shows the new "
+        "proposal: decide again"
+    )
 
 
 def test_the_changelist_hands_every_selected_row_to_the_page(operator_client, demo):

@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.admin.eligibility import decision_reason
+from oxide_batch.admin.forms import seal
 from oxide_batch.domain import BatchStatus, ExecutionCounts, LifecycleTransition, StepExecution
 from oxide_batch.domain.errors import InvalidState, StaleVersion
 from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
@@ -76,7 +77,12 @@ def _row(html: str, field: str) -> str:
 
 
 def _recover(**extra: str) -> dict[str, str]:
-    return {"disposition": "MARK_FAILED", "reason_code": "STALE_WORKER", **extra}
+    return {
+        "disposition": "MARK_FAILED",
+        "failure_category": "STALE_RECOVERED",
+        "reason_code": "STALE_WORKER",
+        **extra,
+    }
 
 
 # ------------------------------------------------------------------ the page
@@ -216,8 +222,8 @@ def test_an_override_never_recovers_a_completed_row(operator_client, demo, lease
     operator_client.post(url, form, follow=True)
     assert models.JobExecution.objects.get(pk=done.pk).status == "COMPLETED"
     assert models.JobExecution.objects.get(pk=live).status == "FAILED"
-    # A post made up to put the finished row under the override is refused by
-    # the service (recovery_not_allowed comes before the staleness check).
+    # A post made up to put the finished row under the override is an altered
+    # form (its digest carries no seal of this page): nothing applied.
     forged = {
         **_recover(override="on", override_note=NOTE),
         "ids": "",
@@ -226,6 +232,13 @@ def test_an_override_never_recovers_a_completed_row(operator_client, demo, lease
         f"version_{done.pk}": str(done.version),
         f"digest_{done.pk}": "0" * 64,
     }
+    altered = operator_client.post(_url("jobexecution", "recover", done.pk), forged)
+    assert altered.status_code == 200
+    assert "This form was altered: reload the page." in altered.content.decode()
+    assert not models.OperatorRequest.objects.filter(job_execution_id=done.pk).exists()
+    # Sealed with the server's key, it reaches the service, which refuses it
+    # (recovery_not_allowed comes before the staleness check).
+    forged[f"seal_{done.pk}"] = seal(done.pk, done.version, "0" * 64)
     refused = operator_client.post(_url("jobexecution", "recover", done.pk), forged, follow=True)
     (said,) = _said(refused)
     assert said.startswith(f"execution #{done.pk}: refused: recovery_not_allowed — ")
