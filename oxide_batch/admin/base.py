@@ -1,6 +1,8 @@
 """The read-only base of every console page: no add/change/delete (every change
 goes through the services), viewers read via ``view_batch``, a paginator that
-never counts a whole table, and bounded linked tables for drill-down."""
+never counts a whole table, bounded linked tables for drill-down, and refusals
+answered in the console's frame on every URL of the app's pages (on any admin
+site: a host project's too, with no ``handler403`` of its own)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import URLPattern, URLResolver, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
+from oxide_batch.admin_site import refusing
 from oxide_batch.api.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 
@@ -113,6 +116,21 @@ class NoEditsAdmin(_ModelAdmin):
     paginator = BoundedCountPaginator
     list_per_page = 50
 
+    @property
+    def urls(self) -> list[URLPattern | URLResolver]:  # type: ignore[override]
+        """Every URL of the page — Django's and those a subclass adds (the
+        dashboard, the confirmations) — answering a ``PermissionDenied`` with
+        the console's 403 page (:mod:`oxide_batch.admin_site`)."""
+        return [self._refusing(pattern) for pattern in self.get_urls()]
+
+    def _refusing(self, pattern: URLPattern | URLResolver) -> URLPattern | URLResolver:
+        if not isinstance(pattern, URLPattern):
+            return pattern
+        callback: Any = refusing(pattern.callback, self.admin_site)
+        # Which page refused: the 403 page names this model's permission.
+        callback.model_admin = self
+        return URLPattern(pattern.pattern, callback, pattern.default_args, pattern.name)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -126,6 +144,8 @@ class NoEditsAdmin(_ModelAdmin):
 class ReadOnlyAdmin(NoEditsAdmin):
     """A batch table: seen by whoever holds a batch role."""
 
+    # What a refusal of its pages names first (admin_site.needed_permissions).
+    console_permission = perm(VIEW_BATCH)
     # Facets count every filter choice over the whole (filtered) table.
     show_facets = admin.ShowFacets.NEVER
     change_list_template = "admin/oxide_batch/change_list.html"

@@ -18,7 +18,7 @@ match → 503 with ``Retry-After``. DRF's own exceptions map to 400/401/403/
 a 500 problem and logs it (``oxide_batch.api.contract``). Under the API's
 prefix, what no view answers is a problem too: an unknown path
 (``oxide_batch.urls``), and in the standalone service Django's 400/403/404/500
-handlers (``project/urls.py``).
+handlers (``project/urls.py``); outside it, a 403 is the console's page.
 """
 
 from __future__ import annotations
@@ -310,9 +310,17 @@ def handler400(request: HttpRequest, exception: Exception | None = None) -> Http
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Under the API's prefix a problem; elsewhere the console's 403 page, in the
+    admin's frame and naming the permission needed (``oxide_batch.admin_site``),
+    or Django's page where the project serves no admin site."""
     if _is_api(request):
         return _problem_response(403, "permission_denied", "you may not perform this action")
-    return defaults.permission_denied(request, exception or Exception())
+    from oxide_batch.admin_site import refusal_response
+
+    try:
+        return refusal_response(request, exception)
+    except NoReverseMatch:  # no admin site in the project's URLs
+        return defaults.permission_denied(request, exception or Exception())
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

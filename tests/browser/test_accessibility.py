@@ -1,9 +1,14 @@
 """axe-core on the console's pages and the API docs, as an operator sees them
 (a superuser on the demo workload): no serious or critical violation (SPEC §5
-"accessible"; issue 14 point 9). One test per page, so each page's state is
-visible on its own; a failure lists rule, impact and the nodes to fix.
+"accessible"; issue 14 point 9), in both colour schemes (issue 25 point 9): the
+admin follows the system's ``prefers-color-scheme``, so each page is checked
+with the light and the dark scheme emulated. One test per page, so each page's
+state is visible on its own; a failure lists scheme, rule, impact and the nodes
+to fix.
 
-PostgreSQL pass only, like every browser test."""
+Each page is also photographed at 1440 and 390 px in both schemes, kept as test
+artifacts in ``$OXIDE_BATCH_SCREENSHOTS/schemes`` (``scripts/test``:
+``var/test-artifacts``). PostgreSQL pass only, like every browser test."""
 
 from __future__ import annotations
 
@@ -13,6 +18,16 @@ import pytest
 
 from oxide_batch import models
 from tests.browser.axe import axe_violations, blocking, describe, node_count
+from tests.browser.screens import (
+    SCHEMES,
+    WIDE,
+    WIDTHS,
+    dark_scheme_applies,
+    emulate_scheme,
+    reset,
+    screenshot,
+    viewport,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -24,6 +39,7 @@ def unknown_execution() -> int:
 # page name → (path, a CSS selector present once the page has rendered)
 PAGES: dict[str, tuple[Callable[[], str], str]] = {
     "index": (lambda: "/admin/", "#content-main"),
+    "app index": (lambda: "/admin/oxide_batch/", "#content-main"),
     "dashboard": (lambda: "/admin/oxide_batch/jobexecution/dashboard/", "#content svg"),
     "execution list": (lambda: "/admin/oxide_batch/jobexecution/", "#result_list"),
     "execution detail": (
@@ -42,12 +58,29 @@ PAGES: dict[str, tuple[Callable[[], str], str]] = {
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_no_serious_or_critical_axe_violation(page, browser, demo_console):
+def test_no_serious_or_critical_axe_violation_in_either_scheme(page, browser, demo_console):
     from selenium.webdriver.common.by import By
 
     path, rendered = PAGES[page]
-    demo_console(path())
-    browser.find_element(By.CSS_SELECTOR, rendered)
-    found = blocking(axe_violations(browser))
-    if found:
-        pytest.fail(f"{page}: {node_count(found)} serious/critical axe node(s)\n{describe(found)}")
+    failures = []
+    try:
+        for scheme in SCHEMES:
+            emulate_scheme(browser, scheme)
+            viewport(browser, WIDE, 1000)
+            demo_console(path())
+            browser.find_element(By.CSS_SELECTOR, rendered)
+            if scheme == "dark" and page not in ("swagger", "redoc"):
+                # The emulation did reach the page: the admin's dark colours apply.
+                assert dark_scheme_applies(browser), f"{page}: the dark scheme was not applied"
+            found = blocking(axe_violations(browser))
+            if found:
+                failures.append(
+                    f"{page} ({scheme}): {node_count(found)} serious/critical axe node(s)\n"
+                    f"{describe(found)}"
+                )
+            for width in WIDTHS:
+                screenshot(browser, "schemes", page, scheme, width)
+    finally:
+        reset(browser)
+    if failures:
+        pytest.fail("\n".join(failures))

@@ -24,6 +24,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from oxide_batch import models
+from tests.browser.choices import choose
 
 User = get_user_model()
 
@@ -99,7 +100,7 @@ def walk(browser, live_server, tmp_path, settings):
 def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver = walk.driver
     stuck = models.JobExecution.objects.get(job_name="customer_sync")
@@ -148,8 +149,13 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
     driver.find_element(By.CSS_SELECTOR, ".ob-case a.ob-primary").click()
     assert "Confirm" in driver.title
     assert "eligible" in driver.find_element(By.ID, "content").text
-    Select(driver.find_element(By.ID, "id_disposition")).select_by_value("ABANDON")
-    walk.look("confirm", reachable=("#confirm",))
+    # Submitted as it comes, the page applies nothing: no choice is made for the operator.
+    driver.find_element(By.ID, "confirm").click()
+    assert "/act/" in driver.current_url
+    assert not models.RecoveryDecision.objects.filter(job_execution_id=stuck.pk).exists()
+    choose(driver, "disposition", "ABANDON")
+    driver.find_element(By.ID, "id_reason_code").send_keys("NODE_LOST")
+    walk.look("confirm", reachable=("#confirm", ".cancel-link"))
     driver.find_element(By.ID, "confirm").click()
     WebDriverWait(driver, 15).until(lambda d: "/act/" not in d.current_url)
 
@@ -182,6 +188,14 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
     assert driver.find_element(By.CSS_SELECTOR, f'a[href="{page}"]')
     walk.look("decision")
 
+    # 8. The admin's HISTORY of the execution records the action (issue 25 point 7).
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/{stuck.pk}/history/")
+    history = driver.find_element(By.ID, "content").text
+    assert "doesn't have a change history" not in history
+    assert f"recovery decision #{decision.pk}" in history
+    assert "NODE_LOST" in history
+    walk.look("history")
+
     assert walk.seen == [
         "dashboard",
         "stuck-execution",
@@ -190,5 +204,6 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
         "result",
         "after-recovery",
         "decision",
+        "history",
     ]
     assert len(list(walk.shots.glob("*.png"))) == 2 * len(walk.seen)
