@@ -1,0 +1,93 @@
+"""HISTORY and "Recent actions" show the operator's actions (issue 25 point 7,
+decision 135), whichever way they were taken, with the audit rows linked."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from oxide_batch import models
+from oxide_batch.demo.workload import Workload
+from oxide_batch.domain import BatchStatus, RecoveryDisposition
+from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.services.audit import Actor
+from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.retention import RetentionService
+from oxide_batch.templatetags.oxide_history import audit_links
+
+pytestmark = pytest.mark.django_db
+S = BatchStatus
+
+
+def stuck() -> models.JobExecution:
+    """A STARTED execution silent for an hour."""
+    work = Workload(datetime.now(UTC) - timedelta(hours=1))
+    execution = work.move(work.launch("nightly_import", business_date="2026-11-30"), S.STARTED)
+    return models.JobExecution.objects.get(pk=execution.id)
+
+
+@pytest.fixture
+def olga() -> tuple[Client, Actor]:
+    user = get_user_model().objects.create_superuser("olga", password="pw")
+    client = Client()
+    client.force_login(user)
+    return client, Actor.for_user(user)
+
+
+def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga):
+    client, actor = olga
+    execution = stuck()
+    service = OperatorService(DjangoJobRepository(), stale_after=timedelta(minutes=15))
+    proposal = service.propose(execution.pk)
+    result = service.recover(
+        execution.pk,
+        expected_version=proposal.version,
+        disposition=RecoveryDisposition.MARK_FAILED,
+        reason_code="WORKER_LOST",
+        evidence_digest=proposal.evidence_digest,
+        actor=actor,
+        operation_id="rec-1",
+    )
+    page = client.get(f"/admin/oxide_batch/jobexecution/{execution.pk}/history/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "doesn’t have a change history" not in html
+    assert "Recovered: STARTED → FAILED, reason WORKER_LOST" in html
+    decision = f"/admin/oxide_batch/recoverydecision/{result.decision.id}/change/"
+    assert f'<a href="{decision}">recovery decision #{result.decision.id}</a>' in html
+    request = f"/admin/oxide_batch/operatorrequest/{result.record.id}/change/"
+    assert f'<a href="{request}">operator request #{result.record.id}</a>' in html
+    assert "<td>olga</td>" in html
+    # The index's "Recent actions" (Django's own, from the same entries).
+    index = client.get("/admin/").content.decode()
+    assert f"job execution #{execution.pk}" in index
+
+
+def test_an_instances_history_lists_its_holds(olga):
+    client, actor = olga
+    execution = stuck()
+    retention = RetentionService(DjangoJobRepository())
+    placed = retention.place_hold(
+        execution.job_instance_id, actor=actor, reason_code="LEGAL_HOLD", operation_id="h-1"
+    )
+    page = client.get(f"/admin/oxide_batch/jobinstance/{execution.job_instance_id}/history/")
+    html = page.content.decode()
+    assert "Hold placed, reason LEGAL_HOLD" in html
+    assert f"/admin/oxide_batch/retentionrecord/{placed.record.id}/change/" in html
+
+
+def test_an_untouched_execution_says_what_its_history_would_hold(olga):
+    client, _ = olga
+    execution = stuck()
+    html = client.get(f"/admin/oxide_batch/jobexecution/{execution.pk}/history/").content
+    assert b"No operator action has been applied to it yet" in html
+
+
+def test_the_message_is_escaped_and_only_audit_rows_become_links():
+    linked = audit_links("Stop <b>requested</b>; operator request #4 (op<1>)")
+    assert "&lt;b&gt;requested&lt;/b&gt;" in linked
+    assert "(op&lt;1&gt;)" in linked
+    assert linked.count("<a ") == 1
