@@ -2,7 +2,11 @@
 (issue 14, acceptance): the dashboard → the stuck execution's page (eligible,
 inactivity, the allowed parameters) → a failed one's failure link → Recover →
 confirm → the result says the new status and links the decision → the
-execution page shows the steps resolved and no action offered.
+execution page shows the steps resolved and no action offered. Issue 25 adds:
+an abandoned failure stays on the failures of the last 24 h (list and
+dashboard), marked; a page submitted untouched applies nothing; the recovered
+execution keeps its worker's activity and step writes, its timeline shows the
+decision, and HISTORY the action.
 
 Every page is looked at 1440 and 390 px wide: at 390 nothing the operator needs
 is off-screen (the page never scrolls sideways; the buttons used are inside the
@@ -144,7 +148,32 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
     assert link.get_attribute("href") == LOGS.format(failure_id=failed.failure_id)
     walk.look("failed-execution")
 
+    # 3b. Abandon that failure: it is still a failure of the last 24 h, on the
+    # list and on the dashboard, marked abandoned by whom (issue 25 point 1).
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/act/abandon/?ids={failed.pk}")
+    driver.find_element(By.ID, "id_reason_code").send_keys("NOT_NEEDED")
+    driver.find_element(By.ID, "confirm").click()
+    WebDriverWait(driver, 15).until(lambda d: "/act/" not in d.current_url)
+    assert models.JobExecution.objects.get(pk=failed.pk).status == "ABANDONED"
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/?triage=failed24h")
+    row = driver.find_element(
+        By.XPATH, f'//table[@id="result_list"]//a[text()="{failed.pk}"]/ancestor::tr'
+    ).text
+    assert "abandoned by opal" in row, row
+    walk.look("failed-24h-after-abandon")
+    driver.get(f"{walk.base}/admin/oxide_batch/jobexecution/dashboard/")
+    failures = driver.find_element(By.ID, "content").text
+    assert "No execution failed in the last 24 h" not in failures
+    category = driver.find_element(
+        By.CSS_SELECTOR, f'a[href*="failure_category={failed.failure_category}"]'
+    )
+    category.click()
+    assert str(failed.pk) in driver.find_element(By.ID, "result_list").text
+
     # 4. Recover from the case file; the confirmation shows the proposal.
+    steps = models.StepExecution.objects.filter(job_execution_id=stuck.pk)
+    step_writes = {s.pk: s.last_activity_at for s in steps if s.pk in unfinished}
+    activity = max([stuck.last_activity_at, *(s.last_activity_at for s in steps)])
     driver.get(f"{walk.base}{page}")
     driver.find_element(By.CSS_SELECTOR, ".ob-case a.ob-primary").click()
     assert "Confirm" in driver.title
@@ -181,6 +210,17 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
         models.StepExecution.objects.filter(pk__in=unfinished).values_list("status", flat=True)
     )
     assert statuses.isdisjoint({"STARTING", "STARTED", "STOPPING"})
+    # The evidence stays the worker's: its last activity and the steps' last
+    # runtime writes, not the decision's time; the decision is an event of
+    # its own on the timeline (issue 25 point 2).
+    facts = driver.find_element(By.CSS_SELECTOR, ".ob-facts").text
+    assert f"{activity:%Y-%m-%d %H:%M:%S} UTC" in facts, facts
+    timeline = driver.find_element(By.CSS_SELECTOR, ".ob-timeline").text
+    for written in step_writes.values():
+        assert f"{written:%Y-%m-%d %H:%M:%S}" in timeline, timeline
+    assert "last runtime write" in timeline
+    assert f"recovery decision #{decision.pk}" in timeline
+    assert f"{decision.decided_at:%Y-%m-%d %H:%M:%S}" in timeline
     walk.look("after-recovery")
 
     # 7. The decision's page links back to the execution.
@@ -200,6 +240,7 @@ def test_the_operator_finds_understands_and_resolves_the_stuck_job(walk):
         "dashboard",
         "stuck-execution",
         "failed-execution",
+        "failed-24h-after-abandon",
         "confirm",
         "result",
         "after-recovery",
