@@ -76,15 +76,10 @@ def when_short(moment: datetime | None, now: datetime | None = None) -> SafeStri
     absolute UTC minute (full instant in the tooltip and the <time>)."""
     if moment is None:
         return format_html("{}", "—")
-    now = now or timezone.now()
-    utc = moment.astimezone(UTC)
-    relative = f"{human_short(now - moment)} ago" if moment <= now else "in the future"
     return format_html(
-        '<time datetime="{}" title="{}">{}</time><br><small class="ob-abs">{}</small>',
-        utc.isoformat(),
-        utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        relative,
-        utc.strftime("%m-%d %H:%M UTC"),
+        '{}<br><small class="ob-abs">{}</small>',
+        ago(moment, now),
+        moment.astimezone(UTC).strftime("%m-%d %H:%M UTC"),
     )
 
 
