@@ -204,6 +204,10 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
         ("executions last 7 days", changelist + "?created_at__gte=" + _days_ago(7)),
         ("executions unresolved", changelist + "?triage=unresolved"),
         ("executions failed in 24 h", changelist + "?triage=failed24h"),
+        (
+            "executions failed in 24 h, one category",
+            changelist + "?triage=failed24h&failure_category=USER_COMPONENT",
+        ),
         ("executions ?q=batch=500000", changelist + "?q=batch%3D500000"),
         ("executions ?q=business_date=<day>", changelist + "?q=business_date%3D" + _days_ago(7)),
     ]
@@ -227,6 +231,19 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
                 "recover confirmation",
                 reverse("admin:oxide_batch_jobexecution_act", args=["recover"])
                 + f"?ids={unresolved[0]}",
+            )
+        )
+    failed = (
+        names["jobexecution"]
+        ._default_manager.filter(failed_at__isnull=False)
+        .order_by("-failed_at")
+        .values_list("pk", flat=True)[:1]
+    )
+    if failed:
+        pages.append(
+            (
+                "failed execution detail (what became of it)",
+                reverse("admin:oxide_batch_jobexecution_change", args=[failed[0]]),
             )
         )
     results = []

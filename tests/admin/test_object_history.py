@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.demo.workload import Workload
@@ -51,18 +52,18 @@ def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga)
         actor=actor,
         operation_id="rec-1",
     )
-    page = client.get(f"/admin/oxide_batch/jobexecution/{execution.pk}/history/")
+    page = client.get(reverse("admin:oxide_batch_jobexecution_history", args=[execution.pk]))
     assert page.status_code == 200
     html = page.content.decode()
     assert "doesn’t have a change history" not in html
     assert "Recovered: STARTED → FAILED, reason WORKER_LOST" in html
-    decision = f"/admin/oxide_batch/recoverydecision/{result.decision.id}/change/"
+    decision = reverse("admin:oxide_batch_recoverydecision_change", args=[result.decision.id])
     assert f'<a href="{decision}">recovery decision #{result.decision.id}</a>' in html
-    request = f"/admin/oxide_batch/operatorrequest/{result.record.id}/change/"
+    request = reverse("admin:oxide_batch_operatorrequest_change", args=[result.record.id])
     assert f'<a href="{request}">operator request #{result.record.id}</a>' in html
     assert "<td>olga</td>" in html
     # The index's "Recent actions" (Django's own, from the same entries).
-    index = client.get("/admin/").content.decode()
+    index = client.get(reverse("admin:index")).content.decode()
     assert f"job execution #{execution.pk}" in index
 
 
@@ -73,16 +74,20 @@ def test_an_instances_history_lists_its_holds(olga):
     placed = retention.place_hold(
         execution.job_instance_id, actor=actor, reason_code="LEGAL_HOLD", operation_id="h-1"
     )
-    page = client.get(f"/admin/oxide_batch/jobinstance/{execution.job_instance_id}/history/")
+    page = client.get(
+        reverse("admin:oxide_batch_jobinstance_history", args=[execution.job_instance_id])
+    )
     html = page.content.decode()
     assert "Hold placed, reason LEGAL_HOLD" in html
-    assert f"/admin/oxide_batch/retentionrecord/{placed.record.id}/change/" in html
+    assert reverse("admin:oxide_batch_retentionrecord_change", args=[placed.record.id]) in html
 
 
 def test_an_untouched_execution_says_what_its_history_would_hold(olga):
     client, _ = olga
     execution = stuck()
-    html = client.get(f"/admin/oxide_batch/jobexecution/{execution.pk}/history/").content
+    html = client.get(
+        reverse("admin:oxide_batch_jobexecution_history", args=[execution.pk])
+    ).content
     assert b"No operator action has been applied to it yet" in html
 
 
