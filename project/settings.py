@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from whitenoise.compress import Compressor
 
 from oxide_batch.api.openapi import SPECTACULAR
 from oxide_batch.conf import SETTING_NAMES
+from oxide_batch.db.url import parse_database_url
 from oxide_batch.domain.durations import parse_duration
 
 # Lets generic classes such as ModelAdmin[...] be subscripted at run time.
@@ -218,9 +218,9 @@ def _database() -> dict[str, Any]:
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
         }
-    config: dict[str, Any] = dict(
-        dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
-    )
+    # Several hosts as libpq reads them (h1:5432,h2:5433 with
+    # ?target_session_attrs=read-write): the primary wherever it is.
+    config = parse_database_url(url, conn_max_age=600, conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.postgresql":
         # Django's backend with a health check that costs no round trip.
         config["ENGINE"] = "oxide_batch.db.postgresql"
