@@ -279,9 +279,9 @@ def main() -> None:
     if not args.keep:
         seconds = generate(args.executions)
         print(f"generated {args.executions} executions (x3 steps) in {seconds:.1f} s")
-    print(f"{'page':36} {'median ms':>10} {'max ms':>8} {'queries':>8}")
+    print(f"{'page':46} {'median ms':>10} {'max ms':>8} {'queries':>8}")
     for label, median, worst, queries in measure(args.runs):
-        print(f"{label:36} {median:10.1f} {worst:8.1f} {queries:8d}")
+        print(f"{label:46} {median:10.1f} {worst:8.1f} {queries:8d}")
 
 
 if __name__ == "__main__":
