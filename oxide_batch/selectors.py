@@ -86,8 +86,8 @@ def unresolved_executions_queryset(
 ) -> QuerySet[models.JobExecution]:
     """Executions needing an operator (SPEC §5 dashboard, ``unresolved_for``):
     UNKNOWN, or STARTING/STARTED/STOPPING with no activity (``last_activity_at``:
-    runtime writes and owner observations) and no step write (``updated_at``)
-    since ``now - inactive_for``.
+    runtime writes and owner observations) and no step write (the steps'
+    ``last_activity_at``) since ``now - inactive_for``.
 
     The top-level ``status IN (…)`` equals the predicate of the partial index
     ``ob_execution_unresolved`` on ``last_activity_at``, so PostgreSQL can read

@@ -96,3 +96,29 @@ def test_the_message_is_escaped_and_only_audit_rows_become_links():
     assert "&lt;b&gt;requested&lt;/b&gt;" in linked
     assert "(op&lt;1&gt;)" in linked
     assert linked.count("<a ") == 1
+
+
+def test_the_watchdogs_decision_is_on_the_timeline_and_in_the_audit_list(olga):
+    """The watchdog has no account, so no ``LogEntry``: its decision is an event
+    of the execution's timeline and a row of the recovery decisions."""
+    client, _ = olga
+    execution = stuck()
+    service = OperatorService(DjangoJobRepository(), stale_after=timedelta(minutes=15))
+    proposal = service.propose(execution.pk)
+    result = service.recover(
+        execution.pk,
+        expected_version=proposal.version,
+        disposition=RecoveryDisposition.MARK_FAILED,
+        reason_code="LEASE_EXPIRED",
+        evidence_digest=proposal.evidence_digest,
+        actor=Actor("watchdog@host-1"),
+        operation_id="watchdog:1:0123456789abcdef",
+    )
+    page = client.get(reverse("admin:oxide_batch_jobexecution_change", args=[execution.pk]))
+    timeline = page.content.decode().split('class="ob-timeline"', 1)[1]
+    assert f"recovery decision #{result.decision.id}" in timeline
+    assert "by watchdog@host-1" in timeline
+    decisions = client.get(reverse("admin:oxide_batch_recoverydecision_changelist"))
+    assert "watchdog@host-1" in decisions.content.decode()
+    history = client.get(reverse("admin:oxide_batch_jobexecution_history", args=[execution.pk]))
+    assert b"No operator action has been applied to it yet" in history.content
