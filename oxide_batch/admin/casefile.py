@@ -74,6 +74,14 @@ MARKERS = {
         "the runtime's last commit has an unknown outcome: its effect may have happened. "
         "Marking it FAILED needs the reason code UNKNOWN_EFFECT; check the target system first.",
     ),
+    "lost_write": (
+        "Lost write",
+        "a write was refused because it expected a version ahead of the stored one: the "
+        "repository lost a write it had acknowledged to the runtime (e.g. a database failover "
+        "to a standby that had not received it). What is stored is older than what the runtime "
+        "did: it counts as an unknown commit — check the target system, then recover with "
+        "UNKNOWN_EFFECT (docs/reliability.md).",
+    ),
     "owner_recorded": (
         "Owner recorded",
         "a worker claimed this execution. Make sure that process is gone before recovering, "
@@ -186,6 +194,9 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
                 format_html("failed {}; {}", when(obj.failed_at, now), fate(obj, now)),
             )
         )
+    lost = getattr(obj, "lost_write", None)
+    if isinstance(lost, dict):
+        facts.append(("Lost write", _lost_write(lost)))
     if decisions:
         facts.append(("Resolved by", _decisions(decisions)))
     if proposal is not None:
@@ -287,6 +298,7 @@ def _proposal(
     evidence = proposal.evidence
     flags = {
         "unknown_commit": proposal.unknown_commit,
+        "lost_write": evidence.lost_write,
         "owner_recorded": evidence.owner_recorded,
         "stop_requested": evidence.stop_requested_at is not None,
         "completed_partition": evidence.completed_partition,
@@ -307,6 +319,19 @@ def _proposal(
         when(evidence.newest_step_write_at, now),
         when(evidence.last_activity_at, now),
         _the_action(request, obj, proposal),
+    )
+
+
+def _lost_write(marker: dict[str, Any]) -> SafeString:
+    """The lost-write marker (``version_ahead``): when, and the versions."""
+    return format_html(
+        '<span class="ob-badge ob-warn">LOST WRITE</span> detected {} UTC: a write expected '
+        "version {}, the stored row is at {} — the repository lost a write it had "
+        "acknowledged. It counts as an unknown commit: check the target system, then recover "
+        "with UNKNOWN_EFFECT.",
+        str(marker.get("detected_at", "?")).replace("T", " ").removesuffix("Z"),
+        marker.get("expected_version", "?"),
+        marker.get("stored_version", "?"),
     )
 
 

@@ -149,6 +149,30 @@ class ExecutionFenced(Exception):
         self.step_id = step_id
 
 
+class LostWrite(ExecutionFenced):
+    """The repository refused a write as ``version_ahead``: it no longer has a
+    write it acknowledged to this runtime (a database failover lost it). The
+    execution is marked (it counts as an unknown commit) and this runtime must
+    stop: the context managers write nothing more — continuing would redo or
+    skip work from an older checkpoint. An operator decides (``UNKNOWN_EFFECT``)."""
+
+    def __init__(
+        self, execution_id: int, expected: int, stored: int, *, step_id: int | None = None
+    ):
+        Exception.__init__(
+            self,
+            f"execution {execution_id}"
+            + ("" if step_id is None else f", step {step_id}")
+            + f": the repository lost an acknowledged write (expected version {expected}, "
+            f"stored {stored}); stopped, an operator decides",
+        )
+        self.execution_id = execution_id
+        self.status = "LOST_WRITE"
+        self.step_id = step_id
+        self.expected = expected
+        self.stored = stored
+
+
 class StepSkipped(Exception):
     """A restart skips this step: it COMPLETED (or was ABANDONED) in an earlier
     attempt (SPEC §11, as Spring Batch skips a completed step). ``run.run_step``

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from oxide_batch.client.errors import ExecutionFenced, StepSkipped, StopRequested
+from oxide_batch.client.errors import ExecutionFenced, LostWrite, StepSkipped, StopRequested
 from oxide_batch.client.models import Execution, Step
 from oxide_batch.client.reconcile import Superseded
 from oxide_batch.domain.errors import (
@@ -35,6 +35,7 @@ from oxide_batch.domain.errors import (
     PartitionWorkerStale,
     StaleVersion,
     Unavailable,
+    VersionAhead,
 )
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
@@ -139,6 +140,10 @@ class ControlWatch:
         (and another runtime user's claim — ``ExecutionOwned`` — always does)."""
         try:
             return call()
+        except VersionAhead as error:
+            raise LostWrite(
+                self.execution_id, error.expected, error.actual, step_id=step_id
+            ) from error
         except ExecutionOwned as error:
             raise ExecutionFenced(self.execution_id, "owned by another", step_id=step_id) from error
         except FENCING_ERRORS as error:

@@ -319,6 +319,30 @@ class StaleVersion(LifecycleError):
 
 
 @dataclass(eq=False)
+class VersionAhead(LifecycleError):
+    """The caller expects a version *ahead* of the stored one: it saw a write the
+    repository no longer has — an acknowledged write was lost (a failover to a
+    standby that had not received it, a restored backup). Not a conflict to
+    re-read past, as ``StaleVersion`` is: continuing would redo or skip work
+    from an older checkpoint. The refusal marks the execution (``job_execution_id``)
+    with a lost write, which counts as the unknown-commit marker: an operator
+    decides (``UNKNOWN_EFFECT``)."""
+
+    code: ClassVar[str] = "version_ahead"
+    expected: int
+    actual: int
+    job_execution_id: int | None = None
+
+    @property
+    def message(self) -> str:
+        return (
+            f"expected version {self.expected} is ahead of the stored version {self.actual}: "
+            "the repository may have lost an acknowledged write (e.g. after a database "
+            "failover); the execution is marked and an operator must decide (UNKNOWN_EFFECT)"
+        )
+
+
+@dataclass(eq=False)
 class IllegalTransition(LifecycleError):
     """A pair the lifecycle table refuses; ``allowed`` lists the statuses the row
     may move to from where it is (durable codes, table order), so the caller

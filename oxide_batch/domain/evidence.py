@@ -338,14 +338,19 @@ class RecoveryEvidence:
     latest_step: LatestStep | None
     completed_partition: bool
     committed_flow_decision: bool
+    # A write was refused as ``version_ahead``: an acknowledged write was lost.
+    lost_write: bool = False
 
     @property
     def unknown_commit(self) -> bool:
-        """UNKNOWN, or failure category UNKNOWN_COMMIT, or the latest step UNKNOWN."""
+        """UNKNOWN, or failure category UNKNOWN_COMMIT, or the latest step UNKNOWN,
+        or a lost write detected (``version_ahead``): what the runtime last did
+        may not be what is stored."""
         return (
             self.status is S.UNKNOWN
             or self.failure_category is FailureCategory.UNKNOWN_COMMIT
             or (self.latest_step is not None and self.latest_step.status is S.UNKNOWN)
+            or self.lost_write
         )
 
     @property

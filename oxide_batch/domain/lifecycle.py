@@ -23,6 +23,7 @@ from oxide_batch.domain.errors import (
     NotRestartable,
     RestartRequiresNewAttempt,
     StaleVersion,
+    VersionAhead,
     VersionExhausted,
 )
 from oxide_batch.domain.execution import (
@@ -76,6 +77,11 @@ class LifecycleTransition:
 
 
 def validate_expected_version(expected: int, actual: int) -> None:
+    """``StaleVersion`` when the row moved on since the caller read it;
+    ``VersionAhead`` when the caller saw a version the row never reached here
+    (a lost write), never taken for a conflict."""
+    if expected > actual:
+        raise VersionAhead(expected=expected, actual=actual)
     if expected != actual:
         raise StaleVersion(expected=expected, actual=actual)
 

@@ -54,6 +54,7 @@ EVIDENCE_COLUMNS = (
     "last_activity_at",
     "last_observed_at",
     "stop_requested_at",
+    "lost_write",
 )
 
 
@@ -163,6 +164,7 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         latest_step=latest,
         completed_partition=bool(row["completed_partition"]),
         committed_flow_decision=bool(row["committed_flow_decision"]),
+        lost_write=row["lost_write"] is not None,
     )
 
 

@@ -35,7 +35,6 @@ from oxide_batch.domain.errors import (
     PartitionWorkerMismatch,
     PartitionWorkerStale,
     RestartStateNotFound,
-    StaleVersion,
     StepExecutionNotFound,
     StepPartitionNotFound,
 )
@@ -303,7 +302,7 @@ class PartitionOperations(UnitOfWorkBase):
         if parent.version != expected_version:
             if self._already_aggregated(parent, expected_version, partitions):
                 return parent
-            raise StaleVersion(expected=expected_version, actual=parent.version)
+            validate_expected_version(expected_version, parent.version)
         if parent.status not in COMPLETION_PARENT_STATUSES:
             raise PartitionParentNotActive(step_execution_id=parent_id, status=parent.status)
         aggregate = self._aggregate(parent_id, partitions)
@@ -453,6 +452,7 @@ class PartitionOperations(UnitOfWorkBase):
                 worker = row
         if parent is None:
             raise StepPartitionNotFound(id=partition_id)
+        self._execution_in_hand = parent["job_execution_id"]
         return parent, worker
 
     @staticmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -23,7 +24,14 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from django.db import DatabaseError, connections, models, transaction
 
-from oxide_batch.domain.errors import ExecutionOwned, OxideBatchError, RepositoryError
+from oxide_batch import models as tables  # noqa: TID251 (the model layer)
+from oxide_batch.domain.errors import (
+    ExecutionOwned,
+    OxideBatchError,
+    RepositoryError,
+    VersionAhead,
+)
+from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
@@ -41,6 +49,7 @@ U = TypeVar("U", bound="UnitOfWorkBase")
 E = TypeVar("E", JobExecution, StepExecution)
 
 _MAX_PK = 2**63 - 1
+logger = logging.getLogger(__name__)
 FAILED = BatchStatus.FAILED
 
 
@@ -116,6 +125,9 @@ class UnitOfWorkBase:
         # Job executions this unit of work locked with their extras, as last
         # written (``execution_image``): id → row.
         self._execution_images: dict[int, dict[str, Any]] = {}
+        # The execution whose row (or a step of which) this work last locked:
+        # a ``VersionAhead`` refused here marks it (:meth:`_record_lost_write`).
+        self._execution_in_hand: int | None = None
         # What a failed COMMIT loses: the successful operations, as observed.
         self._observed: list[hooks.OperationEvent] = []
 
@@ -149,6 +161,32 @@ class UnitOfWorkBase:
     ) -> None:
         if self._state is _State.OPEN:
             self._finish_rollback(exc_type, exc, traceback)
+            if isinstance(exc, VersionAhead):
+                self._record_lost_write(exc)
+
+    def _record_lost_write(self, ahead: VersionAhead) -> None:
+        """Mark the execution a ``version_ahead`` refusal concerns, in a
+        transaction of its own (the refused work rolled back): the caller saw a
+        version this row never reached here, so an acknowledged write was lost.
+        The marker counts as the unknown-commit marker until an operator decides;
+        the first detection is kept. Best effort: a database that fails now
+        leaves the refusal itself to tell."""
+        if ahead.job_execution_id is None:
+            ahead.job_execution_id = self._execution_in_hand
+        if ahead.job_execution_id is None:
+            return
+        marker = {
+            "detected_at": instant_text(self.now()),
+            "expected_version": ahead.expected,
+            "stored_version": ahead.actual,
+        }
+        try:
+            with transaction.atomic(using=self._using):
+                tables.JobExecution.objects.using(self._using).filter(
+                    pk=ahead.job_execution_id, lost_write__isnull=True
+                ).update(lost_write=marker)
+        except DatabaseError:
+            logger.warning("the lost-write marker of %s was not recorded", ahead.job_execution_id)
 
     def commit(self) -> None:
         """Make the work durable.
@@ -266,7 +304,10 @@ class UnitOfWorkBase:
         self, model: type[models.Model], pk: int, columns: tuple[str, ...]
     ) -> dict[str, Any] | None:
         """One locking read: ``SELECT … FOR NO KEY UPDATE`` of a single row."""
-        return self._row(model, pk, columns, lock=True)
+        row = self._row(model, pk, columns, lock=True)
+        if row is not None and model is tables.JobExecution:
+            self._execution_in_hand = pk
+        return row
 
     def _lock_execution(
         self, pk: int, columns: tuple[str, ...], cursor: Any = None
@@ -277,6 +318,7 @@ class UnitOfWorkBase:
         row = self._run(statements.lock_execution(self._connection, columns), pk, cursor)
         if row is not None:
             self._execution_images[pk] = row
+            self._execution_in_hand = pk
         return row
 
     def _lock_step(
@@ -284,7 +326,10 @@ class UnitOfWorkBase:
     ) -> dict[str, Any] | None:
         """One locking read of a step with its job execution's claimant
         (``statements.lock_step``), which :meth:`_check_claimant` reads."""
-        return self._run(statements.lock_step(self._connection, columns), pk, cursor)
+        row = self._run(statements.lock_step(self._connection, columns), pk, cursor)
+        if row is not None and "job_execution_id" in row:
+            self._execution_in_hand = row["job_execution_id"]
+        return row
 
     def _run(
         self, statement: statements.SelectRow, pk: int, cursor: Any = None

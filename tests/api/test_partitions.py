@@ -147,7 +147,7 @@ def test_assign_and_complete_errors(rt: Runtime) -> None:
     problem(
         rt.post(assign, {"expected_version": 5, "worker_step_execution_id": worker["id"]}),
         409,
-        "stale_version",
+        "version_ahead",  # a version the partition never had here: a lost write
     )
     problem(
         rt.post(assign, {"expected_version": 0, "worker_step_execution_id": parent["id"]}),

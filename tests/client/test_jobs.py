@@ -278,3 +278,46 @@ def test_control_is_observed_at_least_once_per_poll_interval_between_chunks(
         during = runtime.posts("/control") - before
     assert during >= 4
     assert runtime.execution(run.execution.id).last_observed_at is not None
+
+
+def test_a_lost_write_stops_the_run_with_its_own_exception_and_nothing_written_after(
+    runtime: ScriptedClient,
+) -> None:
+    """Issue 26 point 3: the repository lost a chunk it had acknowledged (the step
+    row one version back, as after a failover to a standby that missed it); the
+    next chunk is refused as ``version_ahead``. The client raises ``LostWrite``
+    and writes nothing more: no FAILED step, no FAILED job — the execution is
+    marked and an operator decides."""
+    from django.db.models import F
+
+    from oxide_batch import models
+    from oxide_batch.client import LostWrite
+
+    run = runtime.job_run(JOB, PARAMETERS)
+    seen: list[tuple[StepRun, int]] = []
+
+    def job() -> None:
+        with run, run.step("load") as step:
+            step.commit(read=10, written=10, checkpoint={"offset": 10})
+            models.StepExecution.objects.filter(pk=step.step.id).update(version=F("version") - 1)
+            seen.append((step, len(runtime.sent)))
+            step.commit(read=10, written=10, checkpoint={"offset": 20})
+
+    with pytest.raises(LostWrite) as lost:
+        job()
+    step, sent = seen[0]
+    assert isinstance(lost.value, ExecutionFenced)  # the runtime's "stop writing" family
+    assert (lost.value.step_id, lost.value.expected, lost.value.stored) == (
+        step.step.id,
+        step.step.version,
+        step.step.version - 1,
+    )
+    posts = [path for method, path, _ in runtime.sent[sent:] if method == "POST"]
+    assert posts == [f"steps/{step.step.id}/checkpoint"]
+    execution = models.JobExecution.objects.get(pk=run.execution.id)
+    assert execution.lost_write is not None
+    assert (execution.status, execution.lost_write["stored_version"]) == (
+        "STARTED",
+        step.step.version - 1,
+    )
+    assert models.StepExecution.objects.get(pk=step.step.id).status == "STARTED"

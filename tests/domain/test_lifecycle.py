@@ -17,6 +17,7 @@ from oxide_batch.domain.errors import (
     NameTooLong,
     RestartRequiresNewAttempt,
     StaleVersion,
+    VersionAhead,
     VersionExhausted,
 )
 from oxide_batch.domain.lifecycle import compare_and_enrich, compare_and_transition
@@ -90,8 +91,15 @@ def test_every_status_pair_follows_the_lifecycle_table(pair):
 
 def test_a_stale_version_is_reported_before_an_illegal_pair():
     with pytest.raises(StaleVersion) as caught:
+        compare_and_transition(metadata_in(S.COMPLETED), 1, 0, _move(S.STARTED))
+    assert (caught.value.expected, caught.value.actual) == (0, 1)
+
+
+def test_a_version_ahead_is_reported_before_an_illegal_pair_and_is_no_stale_version():
+    with pytest.raises(VersionAhead) as caught:
         compare_and_transition(metadata_in(S.COMPLETED), 0, 1, _move(S.STARTED))
     assert (caught.value.expected, caught.value.actual) == (1, 0)
+    assert not isinstance(caught.value, StaleVersion)
 
 
 def test_a_stale_version_is_reported_before_a_restart_in_place():

@@ -259,9 +259,9 @@ def test_a_stop_request_and_its_observation(repo, clock, events, fresh_metrics, 
 
 @pytest.mark.django_db
 def test_a_conflict_is_said_at_once_with_its_target(repo, events, fresh_metrics):
-    execution = launch(repo)
+    execution = move(repo, launch(repo), S.STARTED)
     with pytest.raises(StaleVersion), repo.begin() as uow:
-        uow.transition_job_execution(execution.id, 7, LifecycleTransition(S.STARTED))
+        uow.transition_job_execution(execution.id, 0, LifecycleTransition(S.COMPLETED))
     [conflict] = events.named("repository.conflict")
     assert conflict["severity"] == "WARNING"
     assert (conflict["operation"], conflict["outcome"], conflict["job_execution_id"]) == (

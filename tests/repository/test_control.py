@@ -22,6 +22,7 @@ from oxide_batch.domain.errors import (
     InvalidState,
     JobExecutionNotFound,
     StaleVersion,
+    VersionAhead,
 )
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.repository import DjangoJobRepository
@@ -164,10 +165,14 @@ def test_a_stop_request_does_not_disturb_the_runtimes_next_cas(repo, clock):
 @pytest.mark.parametrize("status", [S.STARTING, S.STARTED])
 def test_a_stop_request_with_a_stale_version_is_refused_and_writes_nothing(repo, clock, status):
     execution = in_status(repo, clock, status)
-    with repo.begin() as uow, pytest.raises(StaleVersion) as stale:
+    with repo.begin() as uow, pytest.raises(VersionAhead) as ahead:
         uow.request_execution_stop(execution.id, execution.version + 1, ACTOR)
-    assert (stale.value.expected, stale.value.actual) == (execution.version + 1, execution.version)
+    assert (ahead.value.expected, ahead.value.actual) == (execution.version + 1, execution.version)
     assert row(execution).stop_requested_at is None
+    if execution.version > 0:
+        with repo.begin() as uow, pytest.raises(StaleVersion):
+            uow.request_execution_stop(execution.id, execution.version - 1, ACTOR)
+        assert row(execution).stop_requested_at is None
 
 
 @pytest.mark.parametrize(
@@ -255,8 +260,12 @@ def test_a_claim_outside_starting_is_not_allowed(repo, clock, status):
 
 def test_a_claim_with_a_stale_version_is_refused(repo, clock):
     execution = launch(repo)
-    with repo.begin() as uow, pytest.raises(StaleVersion):
+    with repo.begin() as uow, pytest.raises(VersionAhead):  # a version it never had
         uow.claim_execution_owner(execution.id, 1, OWNER)
+    assert row(execution).owner_token is None
+    started = move(repo, execution, S.STARTED)
+    with repo.begin() as uow, pytest.raises(StaleVersion):
+        uow.claim_execution_owner(started.id, 0, OWNER)
     assert row(execution).owner_token is None
 
 

@@ -19,6 +19,7 @@ from oxide_batch.domain.errors import (
     JobInstanceNotFound,
     NameTooLong,
     StaleVersion,
+    VersionAhead,
 )
 from tests.helpers import failure, key, launch, move
 
@@ -108,11 +109,11 @@ def test_launching_a_missing_instance_is_not_found(repo):
         uow.create_job_execution(424242)
 
 
-def test_a_stale_transition_is_typed_and_leaves_the_row_unchanged_in_the_same_uow(repo):
+def test_a_version_ahead_is_typed_and_leaves_the_row_unchanged_in_the_same_uow(repo):
     with repo.begin() as uow:
         instance = uow.select_or_create_job_instance(key()).instance
         execution = uow.create_job_execution(instance.id)
-        with pytest.raises(StaleVersion) as error:
+        with pytest.raises(VersionAhead) as error:
             uow.transition_job_execution(
                 execution.id, 1, LifecycleTransition(S.FAILED, failure=failure())
             )
@@ -120,11 +121,11 @@ def test_a_stale_transition_is_typed_and_leaves_the_row_unchanged_in_the_same_uo
         assert uow.get_job_execution(execution.id) == execution
 
 
-def test_stale_and_illegal_transitions_are_rejected_then_a_valid_one_persists(repo, clock):
+def test_ahead_and_illegal_transitions_are_rejected_then_a_valid_one_persists(repo, clock):
     execution = launch(repo)
     clock.advance(timedelta(seconds=1))
     with repo.begin() as uow:
-        with pytest.raises(StaleVersion):
+        with pytest.raises(VersionAhead):
             uow.transition_job_execution(execution.id, 1, LifecycleTransition(S.STARTED))
         with pytest.raises(IllegalTransition) as illegal:
             uow.transition_job_execution(execution.id, 0, LifecycleTransition(S.COMPLETED))

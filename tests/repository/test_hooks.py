@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from oxide_batch.domain import BatchStatus, LifecycleTransition
-from oxide_batch.domain.errors import StaleVersion
+from oxide_batch.domain.errors import VersionAhead
 from oxide_batch.repository import hooks
 from tests.helpers import key, launch
 
@@ -23,14 +23,14 @@ def seen():
 
 def test_every_operation_is_observed_once_with_its_outcome(repo, seen):
     execution = launch(repo)
-    with repo.begin() as uow, pytest.raises(StaleVersion):
+    with repo.begin() as uow, pytest.raises(VersionAhead):
         uow.transition_job_execution(execution.id, 5, LifecycleTransition(BatchStatus.STARTED))
     names = [(event.operation, event.outcome) for event in seen]
     # select_or_create calls find_job_instance only when the key exists: observed once.
     assert names == [
         ("select_or_create_job_instance", "ok"),
         ("create_job_execution", "ok"),
-        ("transition_job_execution", "stale_version"),
+        ("transition_job_execution", "version_ahead"),
     ]
     assert seen[1].result == execution
     assert all(event.seconds >= 0 for event in seen)

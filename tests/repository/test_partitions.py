@@ -50,6 +50,7 @@ from oxide_batch.domain.errors import (
     StaleVersion,
     StepExecutionNotFound,
     StepPartitionNotFound,
+    VersionAhead,
 )
 from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
@@ -429,11 +430,13 @@ def test_assigning_a_started_partition_is_not_allowed(repo, contract):
     assert error.value.status is S.STARTED
 
 
-def test_assignment_with_a_stale_version_is_stale_version(repo, contract):
+def test_assignment_with_a_version_ahead_is_version_ahead_and_marks_the_execution(repo, contract):
     zeta = plan(repo, contract.parent.id, "zeta")["zeta"]
-    with repo.begin() as uow, pytest.raises(StaleVersion) as error:
+    with pytest.raises(VersionAhead) as error, repo.begin() as uow:
         uow.assign_step_partition(zeta.id, 5, contract.workers["worker"].id)
     assert (error.value.expected, error.value.actual) == (5, 0)
+    marked = models.JobExecution.objects.get(pk=contract.parent.job_execution_id)
+    assert marked.lost_write is not None
 
 
 def test_assignment_needs_a_started_parent(repo, clock):
@@ -739,6 +742,8 @@ def test_aggregation_needs_a_started_or_stopping_parent(repo, clock):
 def test_aggregation_with_a_stale_version_is_stale_version(repo, aggregation):
     family, _, _ = aggregation
     with repo.begin() as uow, pytest.raises(StaleVersion):
+        uow.aggregate_step_partitions(family.parent.id, family.parent.version - 1)
+    with repo.begin() as uow, pytest.raises(VersionAhead):
         uow.aggregate_step_partitions(family.parent.id, family.parent.version + 3)
 
 

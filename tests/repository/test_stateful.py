@@ -74,6 +74,7 @@ from oxide_batch.domain.errors import (
     StaleVersion,
     StepExecutionExists,
     StepExecutionNotFound,
+    VersionAhead,
 )
 from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork, FixedClock
 
@@ -242,13 +243,21 @@ def step_snapshot(step: StepExecution) -> dict[str, Any]:
     }
 
 
+def model_version_error(expected: int, actual: int) -> OxideBatchError:
+    """A version the row moved past is a conflict; one it never reached, a lost
+    write (``version_ahead``)."""
+    if expected > actual:
+        return VersionAhead(expected=expected, actual=actual)
+    return StaleVersion(expected=expected, actual=actual)
+
+
 def model_transition_error(
     row: ModelRow, expected_version: int, transition: LifecycleTransition
 ) -> OxideBatchError | None:
     """SPEC §2.1 check order: version, restart-in-place, table, missing failure."""
     target = transition.target
     if expected_version != row.version:
-        return StaleVersion(expected=expected_version, actual=row.version)
+        return model_version_error(expected_version, row.version)
     if target is S.STARTING and row.status in MODEL_RESTARTABLE:
         return RestartRequiresNewAttempt(from_status=row.status)
     if target not in MODEL_TABLE[row.status]:
@@ -275,7 +284,7 @@ def model_apply_transition(row: ModelRow, transition: LifecycleTransition, now: 
 
 def model_enrich_error(row: ModelRow, expected_version: int) -> OxideBatchError | None:
     if expected_version != row.version:
-        return StaleVersion(expected=expected_version, actual=row.version)
+        return model_version_error(expected_version, row.version)
     return None
 
 
@@ -616,7 +625,7 @@ class RepositoryMachine(RuleBasedStateMachine):
         now = self.clock.now()
         expected: OxideBatchError | None = None
         if version != row.version:
-            expected = StaleVersion(expected=version, actual=row.version)
+            expected = model_version_error(version, row.version)
         elif row.status not in MODEL_UNRESOLVED:
             expected = RecoveryNotAllowed(id=row.id, status=row.status)
         result, error = self.run_unit(lambda uow: uow.recover_job_execution(row.id, request))

@@ -36,10 +36,19 @@ PATH_IDS: Mapping[str, IdentifierKind] = {
     "step_id": K.STEP_EXECUTION,
     "partition_id": K.STEP_PARTITION,
 }
-STATE_ERRORS = {409: ("execution_owned", "stale_version", "invalid_state", "version_exhausted")}
+STATE_ERRORS = {
+    409: (
+        "execution_owned",
+        "stale_version",
+        "version_ahead",
+        "invalid_state",
+        "version_exhausted",
+    )
+}
 TRANSITION_ERRORS = (
     "execution_owned",
     "stale_version",
+    "version_ahead",
     "illegal_transition",
     "restart_requires_new_attempt",
     "failed_transition_missing_failure",

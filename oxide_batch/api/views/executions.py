@@ -216,7 +216,12 @@ class ExecutionClaimView(BatchView):
         ok={200: s.ExecutionOutput},
         errors={
             404: ("job_execution_not_found",),
-            409: ("stale_version", "execution_ownership_not_allowed", "execution_owned"),
+            409: (
+                "stale_version",
+                "version_ahead",
+                "execution_ownership_not_allowed",
+                "execution_owned",
+            ),
         },
         body=True,
         path_ids=True,

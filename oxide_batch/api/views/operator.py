@@ -68,6 +68,7 @@ class RecoverView(BatchView):
             404: ("job_execution_not_found",),
             409: (
                 "stale_version",
+                "version_ahead",
                 "recovery_not_allowed",
                 "execution_not_stale",
                 "recovery_evidence_stale",
@@ -120,6 +121,7 @@ class StopView(BatchView):
             404: ("job_execution_not_found",),
             409: (
                 "stale_version",
+                "version_ahead",
                 "invalid_state",
                 "operation_id_conflict",
                 "concurrent_modification",
@@ -159,6 +161,7 @@ class AbandonView(BatchView):
             404: ("job_execution_not_found",),
             409: (
                 "stale_version",
+                "version_ahead",
                 "invalid_state",
                 "operation_id_conflict",
                 "concurrent_modification",

@@ -135,6 +135,7 @@ class PartitionAssignView(BatchView):
             409: (
                 "execution_owned",
                 "stale_version",
+                "version_ahead",
                 "partition_parent_not_active",
                 "partition_update_not_allowed",
                 "partition_worker_mismatch",
@@ -169,6 +170,7 @@ class PartitionCompleteView(BatchView):
             409: (
                 "execution_owned",
                 "stale_version",
+                "version_ahead",
                 "partition_parent_not_active",
                 "partition_update_not_allowed",
                 "partition_worker_stale",
@@ -206,6 +208,7 @@ class AggregateView(BatchView):
             409: (
                 "execution_owned",
                 "stale_version",
+                "version_ahead",
                 "partition_parent_not_active",
                 "partition_aggregation_incomplete",
                 "partition_state_corrupt",

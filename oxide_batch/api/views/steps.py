@@ -200,6 +200,7 @@ class CheckpointView(BatchView):
             409: (
                 "execution_owned",
                 "stale_version",
+                "version_ahead",
                 "invalid_state",
                 "count_exhausted",
                 "version_exhausted",

@@ -57,6 +57,7 @@ from oxide_batch.domain.errors import (
     StaleVersion,
     Unavailable,
     UnsupportedManifestVersion,
+    VersionAhead,
 )
 from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.observability import events
@@ -74,6 +75,7 @@ class ExitCode(enum.IntEnum):
     OUTCOME_UNKNOWN = 6
     UNAVAILABLE = 7
     CONFIRMATION = 8
+    LOST_WRITE = 9
 
 
 # First match wins, so the specific classes come before their families.
@@ -84,6 +86,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (MigrationRequired, ExitCode.UNAVAILABLE),
     (NewerSchema, ExitCode.UNAVAILABLE),
     (NotFound, ExitCode.NOT_FOUND),
+    (VersionAhead, ExitCode.LOST_WRITE),
     (StaleVersion, ExitCode.CONFLICT),
     (RetentionPlanStale, ExitCode.CONFLICT),
     (RecoveryEvidenceStale, ExitCode.CONFLICT),
