@@ -158,8 +158,17 @@ def back_link(request: HttpRequest, site: admin.AdminSite) -> tuple[str, str]:
         referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         parts = urlsplit(referer)
-        if parts.path and parts.path != request.path:
-            return urlunsplit(("", "", parts.path, parts.query, "")), "Back to the previous page"
+        # The link keeps only the path and query; a path that a browser would
+        # read as another host ("//evil.example/x", "/\\evil.example/x") is
+        # no page of this site, so it must start with exactly one "/".
+        local = urlunsplit(("", "", parts.path, parts.query, ""))
+        if (
+            parts.path.startswith("/")
+            and not parts.path.startswith(("//", "/\\"))
+            and parts.path != request.path
+            and url_has_allowed_host_and_scheme(local, allowed_hosts={request.get_host()})
+        ):
+            return local, "Back to the previous page"
     return reverse(f"{site.name}:index"), "Back to the console's start page"
 
 

@@ -123,9 +123,11 @@ def test_the_link_back_leads_to_the_previous_page_of_this_site():
         "https://elsewhere.example/admin/",  # another site
         "itself",  # the refused page
         "javascript:alert(1)",
+        "http://testserver//elsewhere.example/x",  # this host, a path read as a host
+        "http://testserver/\\elsewhere.example/x",
         "",
     ],
-    ids=["foreign", "itself", "script", "none"],
+    ids=["foreign", "itself", "script", "double-slash", "backslash", "none"],
 )
 def test_otherwise_the_link_back_leads_to_the_console_start(referer):
     path = reverse("admin:oxide_batch_jobexecution_changelist")
