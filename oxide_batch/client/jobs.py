@@ -170,11 +170,13 @@ class JobRun:
         )
         self._instance = instance
         execution = self.client.create_execution(
-            instance.id, definition_digest=self.definition_digest
+            instance.id, definition_digest=self.definition_digest, reconcile=True
         )
         self._execution = execution
         try:
-            execution = self.client.claim(execution, execution.version, self.owner_token)
+            execution = self.client.claim(
+                execution, execution.version, self.owner_token, reconcile=True
+            )
             # The lease the claim's answer announces sets the heartbeat's pace.
             self.heartbeat_interval = heartbeat_interval(self.poll_interval, execution.lease)
             self._execution = self.client.transition(
@@ -313,7 +315,8 @@ class JobRun:
         code = self.exit_code or status.value
         if status is not BatchStatus.UNKNOWN and execution.exit_code != code:
             execution = watch.write(
-                None, lambda: self.client.exit_status(execution, execution.version, code)
+                None,
+                lambda: self.client.exit_status(execution, execution.version, code, reconcile=True),
             )
         ended = execution
         self._execution = watch.write(

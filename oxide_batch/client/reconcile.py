@@ -98,6 +98,17 @@ def transition_outcome(
     return _outcome(current.version, expected_version, produced)
 
 
+def claim_outcome(current: Execution, expected_version: int) -> Outcome:
+    """The rule for a claim: an owner recorded on a STARTING row."""
+    produced = current.owner_recorded and current.status is BatchStatus.STARTING
+    return _outcome(current.version, expected_version, produced)
+
+
+def exit_code_outcome(current: Execution | Step, expected_version: int, exit_code: str) -> Outcome:
+    """The rule for an exit-status write: the exit code stored."""
+    return _outcome(current.version, expected_version, current.exit_code == exit_code)
+
+
 def chunk_outcome(
     current: StepState,
     before: Step,
@@ -147,9 +158,20 @@ def settle(
     superseded → ``Superseded``. A second unknown outcome propagates; re-reads
     that all fail, or a resend never answered, raise ``CommitOutcomeUnknown``;
     a resend refused as ``StaleVersion`` is reconciled again (applied → the row
-    read, otherwise ``Superseded``)."""
+    read, otherwise ``Superseded``). A ``StaleVersion`` answering a write the
+    transport sent again after ``Unavailable`` is reconciled too: applied → the
+    row read, else that refusal."""
     try:
         return send()
+    except StaleVersion as stale:
+        # Sent again after ``Unavailable`` (the transport's retry): the answer
+        # may be this very write, applied by an earlier send.
+        if reconcile is None or not getattr(stale, "resent", False):
+            raise
+        found = _still_unknown_unless(reconcile)
+        if found.outcome is Outcome.APPLIED:
+            return found.current
+        raise
     except CommitOutcomeUnknown:
         if reconcile is None:
             raise
@@ -170,6 +192,25 @@ def settle(
     if found.outcome is Outcome.APPLIED:
         return found.current
     raise Superseded(expected_version, found.current)
+
+
+def settle_create(send: Callable[[], T], find: Callable[[], T | None] | None) -> T:
+    """``send()`` for a write that creates a row (no version to compare): on
+    ``CommitOutcomeUnknown`` look for the row it would have made (``find()``,
+    re-read while ``Unavailable``) and take it; when there is none, or for an
+    idempotent write (``find`` is ``None``), ``send()`` once more. A second
+    unknown outcome propagates."""
+    try:
+        return send()
+    except CommitOutcomeUnknown:
+        if find is not None:
+            try:
+                found = reread(find)
+            except Unavailable as unanswered:
+                raise CommitOutcomeUnknown() from unanswered
+            if found is not None:
+                return found
+    return send()
 
 
 def _still_unknown_unless(reconcile: Callable[[], Reconciliation[T]]) -> Reconciliation[T]:

@@ -25,7 +25,15 @@ from oxide_batch.client.models import (
     Step,
     StepState,
 )
-from oxide_batch.client.reconcile import Reconciliation, ReconcilingReads, settle
+from oxide_batch.client.reconcile import (
+    Reconciliation,
+    ReconcilingReads,
+    claim_outcome,
+    exit_code_outcome,
+    reread,
+    settle,
+    settle_create,
+)
 from oxide_batch.client.transport import ApiTransport
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind
@@ -35,6 +43,12 @@ from oxide_batch.domain.status import BatchStatus
 
 Ref = int | Execution | Step
 R = TypeVar("R", Execution, Step)
+T = TypeVar("T")
+
+#: Seconds a runtime's request answered ``Unavailable`` is sent again (at most
+#: half the lease TTL once a claim announced it): a failover of the database
+#: takes seconds, and every write is a compare-and-swap (docs/runtime-guide.md).
+DEFAULT_RETRY_BUDGET = 30.0
 
 
 def _id(ref: Ref) -> int:
@@ -64,7 +78,11 @@ def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
 class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     """The runtime API of one server, authenticated with a token (of a user in
     the ``batch-runtime`` group). ``job_run`` is the high-level API
-    (:mod:`oxide_batch.client.jobs`); the other methods are one request each."""
+    (:mod:`oxide_batch.client.jobs`); the other methods are one request each,
+    sent again while ``Unavailable`` within ``retry_budget`` seconds
+    (:mod:`oxide_batch.client.transport`; ``retry_budget=0`` sends once)."""
+
+    default_retry_budget = DEFAULT_RETRY_BUDGET
 
     # -- repository ------------------------------------------------------------------
 
@@ -109,26 +127,43 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         non_identifying: Mapping[str, Any] | None = None,
     ) -> tuple[Instance, bool]:
         """The instance of the key, and whether this call created it."""
-        status, document = self._post(
-            "instances",
-            {
-                "job_name": job_name,
-                "identifying_parameters": dict(parameters or {}),
-                "non_identifying_parameters": None
-                if non_identifying is None
-                else dict(non_identifying),
-            },
-        )
-        return Instance.from_json(document), status == 201
+        body = {
+            "job_name": job_name,
+            "identifying_parameters": dict(parameters or {}),
+            "non_identifying_parameters": (
+                None if non_identifying is None else dict(non_identifying)
+            ),
+        }
+
+        def send() -> tuple[Instance, bool]:
+            status, document = self._post("instances", body)
+            return Instance.from_json(document), status == 201
+
+        # Select-or-create is idempotent: an unknown outcome is sent again.
+        return settle_create(send, None)
 
     def create_execution(
-        self, instance_id: int, *, definition_digest: str | None = None
+        self, instance_id: int, *, definition_digest: str | None = None, reconcile: bool = False
     ) -> Execution:
-        """A new attempt (launch or restart)."""
-        _, document = self._post(
-            f"instances/{instance_id}/executions", {"definition_digest": definition_digest}
-        )
-        return Execution.from_json(document)
+        """A new attempt (launch or restart). ``reconcile`` settles a
+        ``CommitOutcomeUnknown``: the instance's newest attempt, when it is
+        STARTING and unclaimed, is taken as this one (whoever claims it runs
+        it); otherwise the request is sent once more."""
+
+        def send() -> Execution:
+            _, document = self._post(
+                f"instances/{instance_id}/executions", {"definition_digest": definition_digest}
+            )
+            return Execution.from_json(document)
+
+        def find() -> Execution | None:
+            page = self._get(f"instances/{instance_id}/executions", page_size=1)
+            newest = [Execution.from_json(item) for item in page["results"]]
+            if newest and newest[0].status is BatchStatus.STARTING and not newest[0].owner_recorded:
+                return newest[0]
+            return None
+
+        return settle_create(send, find) if reconcile else send()
 
     def launch(
         self,
@@ -149,10 +184,14 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
 
     def executions(self, **filters: Any) -> Iterator[Execution]:
         """Every execution matching ``filters`` (``status``, ``job_name``, …), newest first."""
+        return self._pages("executions", Execution.from_json, **filters)
+
+    def _pages(self, path: str, parse_row: Callable[[Any], T], **filters: Any) -> Iterator[T]:
+        """Every row of a list, following its ``next`` cursor."""
         query: dict[str, Any] = dict(filters)
         while True:
-            page = self._get("executions", **query)
-            yield from (Execution.from_json(item) for item in page["results"])
+            page = self._get(path, **query)
+            yield from (parse_row(item) for item in page["results"])
             if not page["next"]:
                 return
             query["cursor"] = parse.parse_qs(parse.urlsplit(page["next"]).query)["cursor"][0]
@@ -215,27 +254,55 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         """STARTING → STARTED at the version the runtime holds."""
         return self.transition(execution, execution.version, BatchStatus.STARTED)
 
-    def exit_status(self, execution: Ref, expected_version: int, exit_code: str) -> Execution:
-        _, document = self._post(
+    def exit_status(
+        self, execution: Ref, expected_version: int, exit_code: str, *, reconcile: bool = False
+    ) -> Execution:
+        """CAS of an execution's exit code. ``reconcile`` settles a
+        ``CommitOutcomeUnknown``: applied at ``expected_version + 1`` with the code."""
+        return self._exit_status(
             f"executions/{_id(execution)}/exit-status",
-            {"expected_version": expected_version, "exit_code": exit_code},
+            Execution.from_json,
+            lambda: self.execution(_id(execution)),
+            expected_version,
+            exit_code,
+            reconcile,
         )
-        return Execution.from_json(document)
 
-    def claim(self, execution: Ref, expected_version: int, owner_token: bytes) -> Execution:
-        """Record ownership evidence (16 bytes) on a STARTING execution."""
-        _, document = self._post(
-            f"executions/{_id(execution)}/claim",
-            {"expected_version": expected_version, "owner_token": owner_token.hex()},
-        )
-        return Execution.from_json(document)
+    def claim(
+        self, execution: Ref, expected_version: int, owner_token: bytes, *, reconcile: bool = False
+    ) -> Execution:
+        """Record ownership evidence (16 bytes) on a STARTING execution. The
+        answer's lease TTL bounds the retry budget from then on. ``reconcile``
+        settles a ``CommitOutcomeUnknown`` by re-reading the execution: applied
+        when it is STARTING at ``expected_version + 1`` with an owner recorded."""
+
+        def send() -> Execution:
+            _, document = self._post(
+                f"executions/{_id(execution)}/claim",
+                {"expected_version": expected_version, "owner_token": owner_token.hex()},
+            )
+            return Execution.from_json(document)
+
+        def reconcile_claim() -> Reconciliation[Execution]:
+            current = reread(lambda: self.execution(_id(execution)), attempts=self.reread_attempts)
+            return Reconciliation(claim_outcome(current, expected_version), current)
+
+        claimed = settle(send, expected_version, reconcile_claim if reconcile else None)
+        if claimed.lease is not None:
+            self.lease_ttl = float(claimed.lease.ttl_seconds)
+        return claimed
 
     def observe_control(self, execution: Ref, owner_token: bytes) -> Control:
-        """At every chunk boundary: is a stop pending (then the execution is STOPPING)?"""
-        _, document = self._post(
-            f"executions/{_id(execution)}/control", {"owner_token": owner_token.hex()}
-        )
-        return Control.from_json(document)
+        """At every chunk boundary: is a stop pending (then the execution is
+        STOPPING)? An observation is idempotent: an unknown outcome is sent again."""
+
+        def send() -> Control:
+            _, document = self._post(
+                f"executions/{_id(execution)}/control", {"owner_token": owner_token.hex()}
+            )
+            return Control.from_json(document)
+
+        return settle_create(send, None)
 
     # -- steps -----------------------------------------------------------------------
 
@@ -247,21 +314,31 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         node_id: str | None = None,
         start_limit: int | None = None,
         allow_start_if_complete: bool = False,
+        reconcile: bool = False,
     ) -> Step:
         """A new step (STARTING). In a restart attempt it takes over its earlier
         FAILED or STOPPED row; an earlier COMPLETED one is ``NotRestartable``
         (a restart skips it) unless ``allow_start_if_complete`` (it starts
-        fresh); ABANDONED and UNKNOWN ones are ``NotRestartable`` (SPEC §11)."""
-        _, document = self._post(
-            f"executions/{_id(execution)}/steps",
-            {
-                "step_name": step_name,
-                "node_id": node_id,
-                "start_limit": start_limit,
-                "allow_start_if_complete": True if allow_start_if_complete else None,
-            },
-        )
-        return Step.from_json(document)
+        fresh); ABANDONED and UNKNOWN ones are ``NotRestartable`` (SPEC §11).
+        ``reconcile`` settles a ``CommitOutcomeUnknown``: the execution's step of
+        that name, when there is one, is this one; else the request is sent again."""
+        body = {
+            "step_name": step_name,
+            "node_id": node_id,
+            "start_limit": start_limit,
+            "allow_start_if_complete": True if allow_start_if_complete else None,
+        }
+
+        def send() -> Step:
+            _, document = self._post(f"executions/{_id(execution)}/steps", body)
+            return Step.from_json(document)
+
+        def find() -> Step | None:
+            # A step name is created once per execution.
+            steps = self._pages(f"executions/{_id(execution)}/steps", Step.from_json)
+            return next((step for step in steps if step.step_name == step_name), None)
+
+        return settle_create(send, find) if reconcile else send()
 
     def step(self, step_id: int) -> Step:
         return Step.from_json(self._get(f"steps/{step_id}"))
@@ -290,12 +367,39 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             reconcile=reconcile,
         )
 
-    def step_exit_status(self, step: Ref, expected_version: int, exit_code: str) -> Step:
-        _, document = self._post(
+    def step_exit_status(
+        self, step: Ref, expected_version: int, exit_code: str, *, reconcile: bool = False
+    ) -> Step:
+        """CAS of a step's exit code; ``reconcile`` as for :meth:`exit_status`."""
+        return self._exit_status(
             f"steps/{_id(step)}/exit-status",
-            {"expected_version": expected_version, "exit_code": exit_code},
+            Step.from_json,
+            lambda: self.step(_id(step)),
+            expected_version,
+            exit_code,
+            reconcile,
         )
-        return Step.from_json(document)
+
+    def _exit_status(
+        self,
+        path: str,
+        parse_row: Callable[[Any], R],
+        read: Callable[[], R],
+        expected_version: int,
+        exit_code: str,
+        reconcile: bool,
+    ) -> R:
+        def send() -> R:
+            _, document = self._post(
+                path, {"expected_version": expected_version, "exit_code": exit_code}
+            )
+            return parse_row(document)
+
+        def reconcile_exit_code() -> Reconciliation[R]:
+            current = reread(read, attempts=self.reread_attempts)
+            return Reconciliation(exit_code_outcome(current, expected_version, exit_code), current)
+
+        return settle(send, expected_version, reconcile_exit_code if reconcile else None)
 
     def commit_chunk(
         self,

@@ -233,6 +233,7 @@ class StepRun:
                     node_id=self.node_id,
                     start_limit=self.start_limit,
                     allow_start_if_complete=self.allow_start_if_complete,
+                    reconcile=True,
                 ),
             )
         except NotRestartable as refused:
@@ -320,7 +321,8 @@ class StepRun:
         code = self.exit_code or status.value
         if status is not BatchStatus.UNKNOWN and step.exit_code != code:
             step = self.watch.write(
-                step.id, lambda: self.client.step_exit_status(step, step.version, code)
+                step.id,
+                lambda: self.client.step_exit_status(step, step.version, code, reconcile=True),
             )
         ended = step
         self._step = self.watch.write(

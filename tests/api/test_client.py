@@ -189,7 +189,7 @@ def test_auth_and_transport_failures(client: RuntimeClient, live_server) -> None
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with pytest.raises(Unavailable):
-        RuntimeClient(f"http://127.0.0.1:{port}", "t", timeout=2).descriptor()
+        RuntimeClient(f"http://127.0.0.1:{port}", "t", timeout=2, retry_budget=0).descriptor()
 
 
 def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_server) -> None:

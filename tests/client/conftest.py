@@ -39,14 +39,12 @@ class ScriptedClient(RuntimeClient):
                 return fault[3]
         return None
 
-    def _request(
-        self, method: str, path: str, body: Any = None, query: Any = None
-    ) -> tuple[int, Any]:
+    def _send(self, method: str, path: str, body: Any = None, query: Any = None) -> tuple[int, Any]:
         refused = self._take(method, path, sent=False)
         if refused is not None:
             raise refused
         self.sent.append((method, path, body))
-        answer = super()._request(method, path, body, query)
+        answer = super()._send(method, path, body, query)
         lost = self._take(method, path, sent=True)
         if lost is not None:
             raise lost
@@ -66,7 +64,9 @@ def server_clock(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
 
 @pytest.fixture
 def runtime(live_server: Any, server_clock: FixedClock) -> ScriptedClient:
-    client = ScriptedClient(live_server.url, token_for("worker-1", RUNTIME), timeout=10)
+    client = ScriptedClient(
+        live_server.url, token_for("worker-1", RUNTIME), timeout=10, retry_budget=0
+    )
     client.reread_attempts = 2
     return client
 

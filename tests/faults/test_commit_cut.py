@@ -114,7 +114,7 @@ def test_a_commit_never_delivered_is_unknown_and_the_write_did_not_apply(repo, p
 
 @pytest.fixture
 def client(served: str) -> RuntimeClient:
-    return RuntimeClient(served, token_for("runner", RUNTIME), timeout=20)
+    return RuntimeClient(served, token_for("runner", RUNTIME), timeout=20, retry_budget=0)
 
 
 def started_step(client: RuntimeClient) -> Step:
@@ -267,7 +267,7 @@ def test_rereads_that_all_fail_leave_the_outcome_unknown_and_the_write_commits_l
 ):
     token = token_for("runner", RUNTIME)
     _, execution = RuntimeClient(single, token, timeout=20).launch("cut_job", {"run": "1"})
-    client = RuntimeClient(single, token, timeout=BRIEF)
+    client = RuntimeClient(single, token, timeout=BRIEF, retry_budget=0)
     client.reread_attempts = 2
     hold = proxy.hold(COMMIT)
 
@@ -288,7 +288,7 @@ def test_a_resend_meeting_the_first_request_committed_late_settles_as_applied(
 ):
     token = token_for("runner", RUNTIME)
     _, execution = RuntimeClient(served, token, timeout=20).launch("cut_job", {"run": "1"})
-    client = RuntimeClient(served, token, timeout=PATIENT)
+    client = RuntimeClient(served, token, timeout=PATIENT, retry_budget=0)
     hold = proxy.hold(COMMIT)
     settled = in_background(
         lambda: client.transition(execution, execution.version, S.STARTED, reconcile=True)

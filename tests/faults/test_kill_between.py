@@ -92,7 +92,7 @@ def test_in_process_the_repository_raises_unavailable_and_nothing_committed(
 def test_over_http_the_answer_is_503_unavailable_and_a_retry_succeeds(
     served: str, proxy: FaultProxy, direct
 ):
-    client = RuntimeClient(served, token_for("runner", RUNTIME), timeout=20)
+    client = RuntimeClient(served, token_for("runner", RUNTIME), timeout=20, retry_budget=0)
     _, execution = client.launch("killed_job", {"run": "1"})
     hold = proxy.hold(WRITE)
     answer = in_background(

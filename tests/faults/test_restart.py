@@ -191,7 +191,7 @@ def test_the_api_answers_unavailable_while_down_and_recovers_without_a_restart(
     server: str, cluster: Cluster
 ) -> None:
     token = token_for("restarted-runtime", RUNTIME)
-    client = RuntimeClient(server, token, timeout=20)
+    client = RuntimeClient(server, token, timeout=20, retry_budget=0)
     _, execution = client.launch("restart_job", {"run": "1"})
     api = f"{server}/api/v1/executions/{execution.id}"
     started = {"expected_version": execution.version, "status": "STARTED"}
