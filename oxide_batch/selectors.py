@@ -287,19 +287,20 @@ def recent_failures_by_category(
 ) -> list[dict[str, Any]]:
     """``[{failure_category, n, still_failed, abandoned, rerun}]`` of the
     executions that failed within ``within`` of ``now`` (:func:`failed_since`:
-    an abandon that followed keeps them here), with what became of them: still
-    FAILED with no later attempt, abandoned since, or followed by a later
-    attempt of their instance. One query."""
+    an abandon that followed keeps them here), with what became of them, each
+    failure counted once (``still_failed + abandoned + rerun == n``): abandoned
+    since (whether or not a later attempt followed), else followed by a later
+    attempt of its instance, else still FAILED. One query."""
     rerun = Exists(later_attempt())
-    failed = Q(status=BatchStatus.FAILED.value)
+    abandoned = Q(status=BatchStatus.ABANDONED.value)
     rows = (
         failed_since(now - within)
         .values("failure_category")
         .annotate(
             n=Count("id"),
-            still_failed=Count("id", filter=failed & ~Q(rerun)),
-            abandoned=Count("id", filter=Q(status=BatchStatus.ABANDONED.value)),
-            rerun=Count("id", filter=Q(rerun)),
+            still_failed=Count("id", filter=Q(status=BatchStatus.FAILED.value) & ~Q(rerun)),
+            abandoned=Count("id", filter=abandoned),
+            rerun=Count("id", filter=Q(rerun) & ~abandoned),
         )
         .order_by("-n", "failure_category")
     )

@@ -27,6 +27,9 @@ from oxide_batch.api.roles import VIEW_BATCH, perm
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 
+#: The failure-category filter's value for failures recorded without one.
+NO_CATEGORY = "none"
+
 UNRESOLVED_SHOWN = 20
 # An operator turns the periodic reload on (``?refresh=60``) and off: a page that
 # reloads by itself, with no way to stop it, fails WCAG 2.2.1 (axe: meta-refresh).
@@ -74,9 +77,10 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
             "url": changelist
             + "?"
             + urlencode(
-                {"triage": "failed24h", "failure_category": row["failure_category"]}
-                if row["failure_category"]
-                else {"triage": "failed24h"}
+                {
+                    "triage": "failed24h",
+                    "failure_category": row["failure_category"] or NO_CATEGORY,
+                }
             ),
         }
         for row in selectors.recent_failures_by_category(now=now)

@@ -37,7 +37,7 @@ from oxide_batch.admin.base import (
     parse_id,
     table,
 )
-from oxide_batch.admin.dashboard import dashboard_view
+from oxide_batch.admin.dashboard import NO_CATEGORY, dashboard_view
 from oxide_batch.admin.display import (
     ago,
     badge,
@@ -297,14 +297,21 @@ class FailureCategoryFilter(admin.SimpleListFilter):
 
     title = "failure category"
     parameter_name = "failure_category"
+    #: The failures recorded without a category (the dashboard's "no category" row).
+    NONE = NO_CATEGORY
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(category.value, category.value) for category in FailureCategory]
+        return [
+            *((category.value, category.value) for category in FailureCategory),
+            (self.NONE, "no category"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if value in {category.value for category in FailureCategory}:
             return queryset.filter(failure_category=value)
+        if value == self.NONE:
+            return queryset.filter(Q(failure_category__isnull=True) | Q(failure_category=""))
         return queryset
 
 

@@ -208,6 +208,56 @@ def test_the_dashboard_counts_an_abandoned_failure_and_links_its_executions(admi
     assert "abandoned since" in section
 
 
+def _dashboard_row(html: str, label: str) -> list[str]:
+    """The cells of the dashboard's failure row whose first cell is ``label``."""
+    section = html.split('id="ob-failures"', 1)[1].split("</section>", 1)[0]
+    for row in section.split("<tr>")[1:]:
+        cells = [re.sub(r"<[^>]+>", "", cell) for cell in row.split("<td>")[1:]]
+        if cells and cells[0].strip() == label:
+            return [cell.strip() for cell in cells]
+    raise AssertionError(f"no dashboard row {label!r}")
+
+
+def test_the_dashboard_counts_each_failure_once(admin_client, demo):
+    """A failure followed by a rerun and then abandoned is abandoned, not also
+    rerun: still failed + abandoned + rerun add up to the failures."""
+    work, failed = _failed("once_job")
+    rerun = work.restart(failed)
+    work.move(rerun, BatchStatus.STARTED)
+    _abandon(failed.id)
+    _failed("once_job_2")  # still failed
+    row = _dashboard_row(
+        _page(admin_client, reverse("admin:oxide_batch_dashboard")), "USER_COMPONENT"
+    )
+    failures, still, abandoned, reran = (int(cell) for cell in row[1:5])
+    assert (
+        failures
+        == models.JobExecution.objects.filter(
+            failure_category="USER_COMPONENT", failed_at__isnull=False
+        ).count()
+    )
+    assert still + abandoned + reran == failures
+    assert abandoned >= 1
+
+
+def test_the_no_category_row_lists_only_failures_without_one(admin_client, demo):
+    # A FAILED row always has its failure; an abandoned one from before the
+    # schema kept it may have none (the dashboard groups it as "no category").
+    _, bare = _failed("bare_job")
+    _abandon(bare.id)
+    models.JobExecution.objects.filter(pk=bare.id).update(failure_category=None, failure_id=None)
+    _, categorized = _failed("categorized_job")
+    html = _page(admin_client, reverse("admin:oxide_batch_dashboard"))
+    link = f"{CHANGELIST}?triage=failed24h&amp;failure_category=none"
+    assert f'href="{link}">no category</a>' in html
+    listed = _listed(_page(admin_client, link.replace("&amp;", "&")))
+    assert bare.id in listed
+    assert categorized.id not in listed
+    assert set(
+        models.JobExecution.objects.filter(pk__in=listed).values_list("failure_category", flat=True)
+    ) <= {None, ""}
+
+
 def test_the_dashboard_shows_a_stop_requested_on_an_unresolved_row(admin_client, demo):
     stale = models.JobExecution.objects.get(job_name="customer_sync")
     _service().stop(
