@@ -34,6 +34,7 @@ from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.api.roles import APP_LABEL, PERMISSIONS
 from oxide_batch.domain.errors import JobExecutionNotFound, Unavailable
 from oxide_batch.domain.evidence import ExecutionView
+from oxide_batch.domain.recovery import FAILURE_ID_GIVEN
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import statements
 from oxide_batch.repository.control import execution_view_from_row, newest_step_write
@@ -254,6 +255,19 @@ def _operator_abandon() -> QuerySet[models.OperatorRequest]:
     return models.OperatorRequest.objects.filter(
         job_execution_id=OuterRef("pk"), action="ABANDON", outcome="APPLIED", changed=True
     ).order_by("-id")
+
+
+def failure_id_given() -> Subquery:
+    """Whether the failure a recovery decision wrote on a row (its
+    ``recovery_decision_id``) carries an id the operator gave — a key of their
+    logs — rather than one the server generated (the decision's record says;
+    ``None`` without a decision or for one recorded before it did). One scalar
+    subquery on the decision's primary key, evaluated for a page's rows only."""
+    return Subquery(
+        models.RecoveryDecision.objects.filter(pk=OuterRef("recovery_decision_id")).values(
+            f"evidence__{FAILURE_ID_GIVEN}"
+        )[:1]
+    )
 
 
 def failure_fate_annotations() -> dict[str, Any]:

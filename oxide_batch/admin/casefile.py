@@ -184,6 +184,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
                     execution_id=obj.pk,
                     job_name=obj.job_name,
                     decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
+                    given=bool(getattr(obj, "failure_id_given", False)),
                 ),
             )
         )

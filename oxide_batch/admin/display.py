@@ -196,6 +196,7 @@ def failure(
     execution_id: int,
     job_name: str,
     decision_id: int | None = None,
+    given: bool = False,
 ) -> SafeString:
     """A redacted failure as an operator can use it: the category, what it means
     and what is usually done, and the failure id — a link to its text when
@@ -203,12 +204,14 @@ def failure(
     failure is stored, and the page says so.
 
     A failure a recovery decision wrote (``decision_id``; see
-    :func:`recorded_by_decision`) was never logged by a runtime: its id is no
-    log-search key, and the line links the decision that recorded it instead."""
+    :func:`recorded_by_decision`) was never logged by a runtime. With an id the
+    server generated it is no log-search key, and the line links the decision
+    that recorded it instead; with an id the operator gave (``given``: a key of
+    their logs) it is searched as usual, and the decision is named beside it."""
     if not category or failure_id is None:
         return format_html("{}", "—")
     help_ = failure_help(category)
-    if decision_id is not None:
+    if decision_id is not None and not given:
         return format_html(
             '<div class="ob-failure"><strong>{}</strong>{}<br>failure id <code>{}</code> — '
             'recorded by <a href="{}">decision #{}</a>, not by the runtime: no log holds it; '
@@ -236,13 +239,22 @@ def failure(
             failure_id,
         )
     )
+    where = (
+        format_html(
+            'the id the operator gave when <a href="{}">decision #{}</a> recorded it',
+            reverse("admin:oxide_batch_recoverydecision_change", args=[decision_id]),
+            decision_id,
+        )
+        if decision_id is not None
+        else "the failure's text is where the runtime logged it"
+    )
     return format_html(
         '<div class="ob-failure"><strong>{}</strong>{}<br>{}'
-        "<br><small>Only the category and the id are stored: the failure's text is where "
-        "the runtime logged it.</small></div>",
+        "<br><small>Only the category and the id are stored: {}.</small></div>",
         category,
         format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
         reference,
+        where,
     )
 
 

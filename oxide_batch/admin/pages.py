@@ -438,6 +438,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                 newest_step_write=newest_step_write(),
                 # What became of a failure (abandoned, rerun), for failed rows.
                 **selectors.failure_fate_annotations(),
+                failure_id_given=selectors.failure_id_given(),
             )
         )
         return queryset
@@ -532,6 +533,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
             execution_id=obj.pk,
             job_name=obj.job_name,
             decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
+            given=bool(getattr(obj, "failure_id_given", False)),
         )
 
     @admin.display(description="records (the steps' totals)")
@@ -693,7 +695,8 @@ class StepExecutionAdmin(ReadOnlyAdmin):
                     models.JobExecution.objects.filter(pk=OuterRef("job_execution_id")).values(
                         "status"
                     )[:1]
-                )
+                ),
+                failure_id_given=selectors.failure_id_given(),
             )
         )
         return queryset
@@ -725,6 +728,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
             execution_id=obj.job_execution_id,
             job_name=obj.job_execution.job_name if uses_name else "",
             decision_id=recorded_by_decision(obj.recovery_decision_id, step=True),
+            given=bool(getattr(obj, "failure_id_given", False)),
         )
 
     @admin.display(description="execution")

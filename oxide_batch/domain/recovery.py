@@ -240,6 +240,11 @@ class RecoveryResult:
     decision: RecoveryDecision
 
 
+#: The key of a decision's record (``RecoveryDecision.evidence``) that says
+#: whether its failure id was the operator's (true) or generated (false).
+FAILURE_ID_GIVEN = "failure_id_given"
+
+
 def new_failure_id() -> int:
     """A server-generated failure id (SPEC §9): random, positive, 63 bits."""
     return secrets.randbelow(2**63 - 1) + 1

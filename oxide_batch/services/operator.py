@@ -43,6 +43,7 @@ from oxide_batch.domain.operator import (
     RecordOutcome,
 )
 from oxide_batch.domain.recovery import (
+    FAILURE_ID_GIVEN,
     RecoveryDecision,
     RecoveryDisposition,
     RecoveryRequest,
@@ -294,6 +295,9 @@ class OperatorService:
                 else default,
                 failure_id or new_failure_id(),
             )
+            # Whether the failure id is the operator's (a key of their logs)
+            # or the server's (no log holds it): the console says which.
+            recorded = {**proposal.recorded(), FAILURE_ID_GIVEN: failure_id is not None}
             if disposition is RecoveryDisposition.MARK_FAILED:
                 recovery = RecoveryRequest.mark_failed(
                     expected_version=expected_version,
@@ -303,7 +307,7 @@ class OperatorService:
                     failure=failure,
                     eligibility=eligibility.value,
                     override_note=override_note,
-                    evidence=proposal.recorded(),
+                    evidence=recorded,
                 )
             else:
                 recovery = RecoveryRequest.abandon(
@@ -314,7 +318,7 @@ class OperatorService:
                     steps_failure=failure,
                     eligibility=eligibility.value,
                     override_note=override_note,
-                    evidence=proposal.recorded(),
+                    evidence=recorded,
                 )
             result = uow.recover_job_execution(
                 execution_id, recovery, operator_user_id=actor.user_id

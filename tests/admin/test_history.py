@@ -400,11 +400,42 @@ def test_a_recovered_failure_says_recorded_by_the_decision(admin_client, demo):
     case = _case(_execution(admin_client, stale.pk))
     failure = case.split("<dt>Failure</dt>", 1)[1].split("</dd>", 1)[0]
     assert f'recorded by <a href="{link}">decision #{decision}</a>' in failure
+    assert "no log holds it" in failure
     assert "search your logs" not in failure
     step = models.StepExecution.objects.filter(recovery_decision_id=decision).order_by("id")[0]
     page = _page(admin_client, reverse("admin:oxide_batch_stepexecution_change", args=[step.pk]))
     assert f'recorded by <a href="{link}">decision #{decision}</a>' in page
     assert "search your logs" not in page
+
+
+def test_a_failure_id_the_operator_gave_is_searched_in_the_logs(admin_client, demo):
+    """MARK_FAILED with the operator's failure id (a key of their logs): the
+    page searches it as any failure and names the decision that recorded it —
+    it does not say that no log holds it."""
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    proposal = _service().propose(stale.pk)
+    _service().recover(
+        stale.pk,
+        expected_version=proposal.version,
+        disposition=RecoveryDisposition.MARK_FAILED,
+        reason_code="STALE_WORKER",
+        evidence_digest=proposal.evidence_digest,
+        actor=Actor("user:otto", None),
+        operation_id="recover-given",
+        failure_category=FailureCategory.TRANSIENT_INFRASTRUCTURE,
+        failure_id=424242,
+    )
+    decision = models.RecoveryDecision.objects.get(job_execution_id=stale.pk).pk
+    link = reverse("admin:oxide_batch_recoverydecision_change", args=[decision])
+    case = _case(_execution(admin_client, stale.pk))
+    failure = case.split("<dt>Failure</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "failure id <code>424242</code> — search your logs" in failure
+    assert f'the operator gave when <a href="{link}">decision #{decision}</a>' in failure
+    assert "no log holds it" not in failure
+    step = models.StepExecution.objects.filter(recovery_decision_id=decision).order_by("id")[0]
+    page = _page(admin_client, reverse("admin:oxide_batch_stepexecution_change", args=[step.pk]))
+    assert "search your logs" in page
+    assert "no log holds it" not in page
 
 
 def test_a_runtime_failure_still_points_to_the_logs(admin_client, demo):

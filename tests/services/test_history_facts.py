@@ -18,6 +18,7 @@ from oxide_batch.domain import (
     LifecycleTransition,
     RecoveryDisposition,
 )
+from oxide_batch.domain.recovery import FAILURE_ID_GIVEN
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService
@@ -179,7 +180,8 @@ def test_a_decision_keeps_the_evidence_it_was_taken_on_with_its_times(service, r
 
     decision = models.RecoveryDecision.objects.get(pk=result.decision.id)
     recorded = decision.evidence
-    assert recorded == proposal.recorded()
+    # What the proposal showed, and whether the failure id was the operator's.
+    assert recorded == {**proposal.recorded(), FAILURE_ID_GIVEN: False}
     assert recorded["evidence"]["newest_step_write_at"] == "2026-01-01T00:00:03.000Z"
     assert recorded["last_activity_at"] == recorded["evidence"]["newest_step_write_at"]
     assert chunk_at.isoformat().startswith("2026-01-01T00:00:03")
