@@ -135,6 +135,16 @@ def _allowed_ips(value: object) -> tuple[str, ...]:
 _RATE = re.compile(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)")
 
 
+def _replica_alias(value: object) -> str:
+    """The ``DATABASES`` alias of a read replica; empty (``None``): no replica."""
+    alias = _text(value).strip()
+    if alias and alias == "default":
+        raise ValueError("names the primary ('default'), not a replica")
+    if alias and alias not in getattr(django_settings, "DATABASES", {}):
+        raise ValueError(f"{alias!r} is not an alias of DATABASES")
+    return alias
+
+
 def _throttle_rate(value: object) -> str | None:
     """DRF's ``N/s``, ``N/min``, ``N/hour``, ``N/day``; ``None``, ``off`` or empty: no throttle."""
     text = _text(value).strip()
@@ -239,6 +249,20 @@ class BatchSettings:
         "OXIDE_BATCH_LEASE_TTL", DEFAULT_LEASE_TTL, _lease_ttl, "oxide_batch.E113"
     )
 
+    # The console's read replica (oxide_batch/db/replica.py, docs/scale-out.md):
+    # the DATABASES alias its list, detail and dashboard pages read; empty: none.
+    REPLICA_DATABASE = AppSetting(
+        "OXIDE_BATCH_REPLICA_DATABASE", "", _replica_alias, "oxide_batch.E114"
+    )
+    # A page read from the replica says how far behind it is above this lag.
+    REPLICA_LAG_NOTICE = AppSetting(
+        "OXIDE_BATCH_REPLICA_LAG_NOTICE", timedelta(seconds=5), _duration, "oxide_batch.E115"
+    )
+    # After a successful POST in the console, that browser reads the primary this long.
+    REPLICA_PIN = AppSetting(
+        "OXIDE_BATCH_REPLICA_PIN", timedelta(seconds=15), _duration, "oxide_batch.E116"
+    )
+
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
 
@@ -302,3 +326,37 @@ def validate_settings() -> None:
     invalid = _invalid()
     if invalid:
         raise ImproperlyConfigured("; ".join(message for _, message in invalid))
+
+
+# -- the read replica's wiring (docs/scale-out.md): the setting alone reads nothing there.
+
+REPLICA_ROUTER = "oxide_batch.db.router.ReplicaRouter"
+REPLICA_MIDDLEWARE = "oxide_batch.db.middleware.ReplicaReadsMiddleware"
+
+
+@checks.register()
+def replica_wiring_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """A warning when ``OXIDE_BATCH_REPLICA_DATABASE`` names a replica that the
+    router or the middleware is missing for: the console would read the primary."""
+    try:
+        replica = BatchSettings.REPLICA_DATABASE.read()
+    except ImproperlyConfigured:
+        return []  # app_settings_check reports it
+    if not replica:
+        return []
+    wanted = [
+        (REPLICA_ROUTER, "DATABASE_ROUTERS", "oxide_batch.W203"),
+        (REPLICA_MIDDLEWARE, "MIDDLEWARE", "oxide_batch.W204"),
+    ]
+    return [
+        checks.Warning(
+            f"OXIDE_BATCH_REPLICA_DATABASE names {replica!r} but {path} is not in "
+            f"{setting}: the console reads the primary only",
+            hint=f"add {path!r} to {setting} (docs/scale-out.md)",
+            id=check_id,
+        )
+        for path, setting, check_id in wanted
+        if path not in getattr(django_settings, setting, ())
+    ]

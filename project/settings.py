@@ -129,6 +129,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The console's read pages may read the replica (DATABASE_REPLICA_URL);
+    # without one it does nothing (oxide_batch/db/middleware.py).
+    "oxide_batch.db.middleware.ReplicaReadsMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -220,6 +223,11 @@ def _database() -> dict[str, Any]:
         }
     # Several hosts as libpq reads them (h1:5432,h2:5433 with
     # ?target_session_attrs=read-write): the primary wherever it is.
+    return _postgresql(url)
+
+
+def _postgresql(url: str) -> dict[str, Any]:
+    """The ``DATABASES`` entry of a PostgreSQL URL: the primary's or the replica's."""
     config = parse_database_url(url, conn_max_age=600, conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.postgresql":
         # Django's backend with a health check that costs no round trip.
@@ -254,6 +262,32 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+
+def _replica(url: str) -> dict[str, Any]:
+    """``DATABASES["replica"]``: a streaming replica of the primary (hot standby)."""
+    config = _postgresql(url)
+    if DATABASES["default"]["ENGINE"] != "oxide_batch.db.postgresql" or config["ENGINE"] != (
+        "oxide_batch.db.postgresql"
+    ):
+        raise ImproperlyConfigured(
+            "DATABASE_REPLICA_URL: a PostgreSQL replica of a PostgreSQL DATABASE_URL"
+        )
+    # The tests read the primary's test database through it; none is created.
+    config["TEST"] = {"MIRROR": "default"}
+    return config
+
+
+# A streaming replica the console's lists, detail pages and dashboard read
+# (docs/scale-out.md); everything else reads and writes the primary.
+_REPLICA_URL = os.environ.get("DATABASE_REPLICA_URL", "").strip()
+if _REPLICA_URL:
+    DATABASES["replica"] = _replica(_REPLICA_URL)
+    if "OXIDE_BATCH_REPLICA_DATABASE" not in os.environ:
+        OXIDE_BATCH_REPLICA_DATABASE = "replica"
+# No opinion without OXIDE_BATCH_REPLICA_DATABASE (oxide_batch/db/router.py).
+DATABASE_ROUTERS = ["oxide_batch.db.router.ReplicaRouter"]
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -56,6 +56,7 @@ UNPREFIXED = frozenset(
         "CSRF_TRUSTED_ORIGINS",
         "DATA_UPLOAD_MAX_MEMORY_SIZE",
         "SQLITE_PATH",
+        "DATABASE_REPLICA_URL",  # project/settings.py: the console's read replica
         "STATIC_ROOT",
         "LOG_LEVEL",
         "PROMETHEUS_MULTIPROC_DIR",

@@ -45,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_STATUS_COUNT_CAP": 10_000,
     "METRICS_DB_TIMEOUT": timedelta(seconds=2),
     "LEASE_TTL": timedelta(seconds=60),
+    "REPLICA_DATABASE": "",
+    "REPLICA_LAG_NOTICE": timedelta(seconds=5),
+    "REPLICA_PIN": timedelta(seconds=15),
 }
 LINK = "https://logs.example.com/search?q=failure_id:{failure_id}&job={job_name}"
 # (attribute, the value a host project writes, the text a variable gives, the value read)
@@ -73,6 +76,9 @@ FORMS: list[tuple[str, Any, str, Any]] = [
     ("METRICS_DB_TIMEOUT", timedelta(milliseconds=300), "300ms", timedelta(milliseconds=300)),
     ("LEASE_TTL", timedelta(seconds=5), "5s", timedelta(seconds=5)),
     ("LEASE_TTL", timedelta(hours=24), "1d", timedelta(hours=24)),
+    ("REPLICA_DATABASE", None, " ", ""),
+    ("REPLICA_LAG_NOTICE", timedelta(seconds=30), "30s", timedelta(seconds=30)),
+    ("REPLICA_PIN", timedelta(0), "0s", timedelta(0)),
 ]
 # (attribute, an invalid value, what the message says after "NAME: ")
 INVALID: list[tuple[str, Any, str]] = [
@@ -104,6 +110,10 @@ INVALID: list[tuple[str, Any, str]] = [
     ("LEASE_TTL", "4s", "between 5 seconds and 24 hours"),
     ("LEASE_TTL", timedelta(hours=25), "between 5 seconds and 24 hours"),
     ("LEASE_TTL", 60, "expected a timedelta or a duration"),
+    ("REPLICA_DATABASE", "nowhere", "'nowhere' is not an alias of DATABASES"),
+    ("REPLICA_DATABASE", "default", "names the primary ('default'), not a replica"),
+    ("REPLICA_LAG_NOTICE", 5, "expected a timedelta or a duration"),
+    ("REPLICA_PIN", "soon", "invalid duration 'soon'"),
 ]
 
 
@@ -242,6 +252,9 @@ BAD_ENVIRONMENT = {
     "OXIDE_BATCH_METRICS_STATUS_COUNT_CAP": "-1",
     "OXIDE_BATCH_METRICS_DB_TIMEOUT": "2 s",
     "OXIDE_BATCH_LEASE_TTL": "1s",
+    "OXIDE_BATCH_REPLICA_DATABASE": "replica",  # no DATABASE_REPLICA_URL: no such alias
+    "OXIDE_BATCH_REPLICA_LAG_NOTICE": "5",
+    "OXIDE_BATCH_REPLICA_PIN": "15 s",
 }
 ALWAYS_VALID = {"OXIDE_BATCH_VISIBLE_PARAMETERS", "OXIDE_BATCH_METRICS_TOKEN"}
 
