@@ -115,23 +115,17 @@ class AuditOperations(UnitOfWorkBase):
         """Add the operator's action to the admin's own history (Django's
         ``LogEntry``, "Recent actions" and an object's HISTORY), in this unit of
         work: it commits with the action. ``target`` is ``"jobexecution"`` or
-        ``"jobinstance"``. A ``LogEntry`` names a user: the actor's own (``user_id``),
-        else the user whose name the actor is (``olga``, or ``cli:olga`` from a
-        command); an actor that is no user (the watchdog) leaves none — its
-        decisions are on the timeline and in the audit lists. ``True`` when recorded."""
+        ``"jobinstance"``. A ``LogEntry`` names the user who acted (``user_id``: the
+        console's or the API's authenticated user, or the account of a command's
+        login — never one found by the actor's free-text name, which anyone running
+        a command may write); without one (the watchdog, a login with no account)
+        it leaves none — the audit rows and the timeline say who. ``True`` when
+        recorded."""
         from django.contrib.admin.models import CHANGE, LogEntry
-        from django.contrib.auth import get_user_model
         from django.contrib.contenttypes.models import ContentType
 
-        if user_id is None:  # a command's actor: the account of that name, if any
-            user_model: Any = get_user_model()
-            user_id = (
-                user_model.objects.using(self._using)
-                .filter(**{user_model.USERNAME_FIELD: actor.removeprefix("cli:")})
-                .values_list("pk", flat=True)
-                .first()
-            )
-        if user_id is None:  # no account (the watchdog): the audit rows say who
+        del actor  # the audit row keeps it; the history names an account only
+        if user_id is None:
             return False
         model = {"jobexecution": models.JobExecution, "jobinstance": models.JobInstance}[target]
         LogEntry.objects.using(self._using).create(

@@ -124,27 +124,38 @@ def test_exit_codes(orphan):
     assert exit_code(*recover, "--reason", "X", "--evidence-digest", "0" * 64, *common) == 5
 
 
-def test_a_command_acting_as_an_account_is_in_the_admin_history(system_repo, clock):
-    """Decision 135: a command's actor that is a user's name (``--actor carol``, or
-    ``cli:carol`` by default) is recorded under that account; one that is no
-    account (``ops:carol``) only in the audit rows."""
+def test_a_command_is_in_the_admin_history_under_its_logins_account(
+    system_repo, clock, monkeypatch
+):
+    """Decision 155: the admin history credits the account of the login that
+    ran the command — never one named by ``--actor``, the audit's free-text
+    label, which anyone may write; a login with no account leaves no entry
+    (the audit rows keep the actor)."""
     from django.contrib.admin.models import LogEntry
     from django.contrib.auth import get_user_model
 
     carol = get_user_model().objects.create_user("carol")
+    get_user_model().objects.create_user("olga")
     execution = move(system_repo, launch(system_repo), S.STARTED, clock=clock)
     args = ("batch_stop", str(execution.id), "--expected-version", "1")
-    run(*args, "--operation-id", "s-1", "--actor", "carol")
-    run(*args, "--operation-id", "s-2", "--actor", "ops:carol")
+    monkeypatch.setattr("getpass.getuser", lambda: "carol")
+    run(*args, "--operation-id", "s-1")  # cli:carol, carol's login
+    run(*args, "--operation-id", "s-2", "--actor", "olga")  # a label, not olga's account
     instance = str(execution.job_instance_id)
-    run("batch_hold", instance, "--reason", "LEGAL_HOLD", "--operation-id", "h", "--actor", "carol")
+    run("batch_hold", instance, "--reason", "LEGAL_HOLD", "--operation-id", "h")
+    monkeypatch.setattr("getpass.getuser", lambda: "mallory")  # a login with no account
+    run(*args, "--operation-id", "s-3", "--actor", "carol")
     entries = LogEntry.objects.order_by("id")
-    assert [(e.user_id, e.object_id, e.change_message.split(";")[0]) for e in entries] == [
-        (
-            carol.pk,
-            str(execution.id),
-            "Stop requested (STARTED: the runtime stops at its next check)",
-        ),
-        (carol.pk, instance, "Hold placed, reason LEGAL_HOLD"),
+    operations = dict(models.OperatorRequest.objects.values_list("id", "operation_id"))
+    credited = [
+        (e.user_id, e.object_id, e.change_message.rsplit("(", 1)[-1].rstrip(")")) for e in entries
     ]
-    assert models.OperatorRequest.objects.filter(actor="ops:carol").count() == 1
+    assert [(user, target) for user, target, _ in credited] == [
+        (carol.pk, str(execution.id)),
+        (carol.pk, str(execution.id)),
+        (carol.pk, instance),
+    ]
+    assert [operation for *_, operation in credited][:2] == ["s-1", "s-2"]
+    assert "s-3" in operations.values()  # applied, audited, in no account's history
+    actors = dict(models.OperatorRequest.objects.values_list("operation_id", "actor"))
+    assert (actors["s-1"], actors["s-2"], actors["s-3"]) == ("cli:carol", "olga", "carol")

@@ -249,8 +249,10 @@ def test_a_replay_a_refusal_and_the_watchdog_add_nothing_to_the_admin_history(se
     assert len(history(models.JobExecution, other.id)) == 1
 
 
-def test_a_commands_actor_is_recorded_under_the_account_of_its_name(service, repo, clock):
+def test_an_actor_without_an_account_is_never_credited_to_one_by_its_name(service, repo, clock):
+    """Decision 155: the history names the account that acted (``user_id``), not
+    one whose name the actor's free text happens to be."""
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     service.stop(execution.id, expected_version=1, actor=Actor("cli:olga", None), operation_id="s")
-    [entry] = history(models.JobExecution, execution.id)
-    assert entry.user_id == 11
+    assert history(models.JobExecution, execution.id) == []
+    assert models.OperatorRequest.objects.get(operation_id="s").actor == "cli:olga"

@@ -228,6 +228,21 @@ def release_idle_connections() -> None:
             connection.close_if_unusable_or_obsolete()
 
 
+def login_account(login: str | None) -> int | None:
+    """The active account whose username is the command's login name, if any."""
+    if not login:
+        return None
+    from django.contrib.auth import get_user_model
+
+    user_model: Any = get_user_model()
+    found = (
+        user_model.objects.filter(**{user_model.USERNAME_FIELD: login, "is_active": True})
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return None if found is None else int(found)
+
+
 class OxideCommand(BaseCommand):
     """Base of the oxide_batch commands: one ``run`` that returns a JSON-ready
     dict, rendered as text or as one JSON object; typed errors become exit codes."""
@@ -381,11 +396,19 @@ class OxideCommand(BaseCommand):
 
     @staticmethod
     def actor(options: dict[str, Any]) -> Actor:
-        """``--actor``, or ``cli:<login name>`` (``cli`` when the name does not fit)."""
+        """``--actor``, or ``cli:<login name>`` (``cli`` when the name does not fit);
+        its account is that of the login running the command, when one has the
+        login's name — never one named by ``--actor``, which is the audit's
+        free-text label (the admin history credits the account, decision 155)."""
+        try:
+            login: str | None = getpass.getuser()
+        except (OSError, KeyError):
+            login = None
+        account = login_account(login)
         given = options.get("actor")
         if given is not None:
-            return Actor(given)
+            return Actor(given, account)
         try:
-            return Actor(f"cli:{getpass.getuser()}")
-        except (OxideBatchError, OSError, KeyError):
-            return Actor("cli")
+            return Actor(f"cli:{login}" if login else "cli", account)
+        except OxideBatchError:
+            return Actor("cli", account)
