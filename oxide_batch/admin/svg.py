@@ -205,6 +205,13 @@ def _count(n: int) -> str:
     return str(n)
 
 
+#: Characters a timeline label may take across the 600-unit picture (at 12 px,
+#: 0.62 em a character, after the 8-unit margin); a step name keeps at least
+#: LABEL_NAME_MIN of them.
+LABEL_CHARS = 78
+LABEL_NAME_MIN = 8
+
+
 def timeline(
     steps: Sequence[dict[str, Any]],
     *,
@@ -247,6 +254,9 @@ def timeline(
     for index, (step, start, end) in enumerate(zip(steps, starts, ends, strict=True)):
         y = top + index * row
         took = _took(step, now)
+        # The label fits the picture's width: the name gives way to the status
+        # and the duration ("10h 00m 00s (no end recorded)" is long).
+        name_room = max(LABEL_NAME_MIN, LABEL_CHARS - len(f" — {step['status']} · {took}"))
         x0, x1 = x_of(start), x_of(end)
         bars.append(
             format_html(
@@ -255,7 +265,7 @@ def timeline(
                 'height="16" rx="2" fill="{}"><title>step {}: {}, {}</title></rect>',
                 left,
                 y + 13,
-                _short(step["step_name"], 40),
+                _short(step["step_name"], min(40, name_room)),
                 step["status"],
                 took,
                 step["status"],
