@@ -235,11 +235,16 @@ def login_account(login: str | None) -> int | None:
     from django.contrib.auth import get_user_model
 
     user_model: Any = get_user_model()
-    found = (
-        user_model.objects.filter(**{user_model.USERNAME_FIELD: login, "is_active": True})
-        .values_list("pk", flat=True)
-        .first()
-    )
+    try:
+        found = (
+            user_model.objects.filter(**{user_model.USERNAME_FIELD: login, "is_active": True})
+            .values_list("pk", flat=True)
+            .first()
+        )
+    except DatabaseError:
+        # No account to credit (the database unreachable, or not migrated yet):
+        # the command goes on to check its input, then meets the database itself.
+        return None
     return None if found is None else int(found)
 
 
