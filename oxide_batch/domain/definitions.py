@@ -103,10 +103,6 @@ class JobDefinition:
     digest: str
     registered_at: datetime
 
-    @property
-    def is_legacy(self) -> bool:
-        return self.job_name is None
-
 
 @dataclass(frozen=True)
 class DefinitionRegistration:

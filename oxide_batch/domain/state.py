@@ -170,13 +170,3 @@ def load_stored(text: str, checksum: str, *, kind: EnvelopeKind) -> StateEnvelop
     if canonical != data:
         raise StoredStateCorrupt("stored bytes are not canonical")
     return envelope
-
-
-@dataclass(frozen=True)
-class StateDescriptor:
-    """What may be shown without the payload: schema, version, size, checksum state."""
-
-    schema: str
-    schema_version: int
-    size: int
-    checksum_ok: bool

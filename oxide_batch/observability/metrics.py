@@ -149,13 +149,6 @@ def code_label(code: str) -> str:
     return code if code in code_values() else OTHER
 
 
-def status_label(status: object, *, allow_unobserved: bool = False) -> str:
-    value = getattr(status, "value", status)
-    if value in STATUSES:
-        return str(value)
-    return UNOBSERVED if allow_unobserved else OTHER
-
-
 # ------------------------------------------------------------------------ registry
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)

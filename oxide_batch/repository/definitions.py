@@ -7,7 +7,6 @@ from typing import Any
 from django.db.models import Q
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.domain.canonical import parse_strict
 from oxide_batch.domain.definitions import (
     DefinitionRegistration,
     JobDefinition,
@@ -111,18 +110,6 @@ class DefinitionOperations(UnitOfWorkBase):
             if row["job_name"] in (job_name, None):
                 return definition_from_row(row)
         raise DefinitionJobMismatch(expected=job_name, actual=rows[0]["job_name"])
-
-    @operation
-    def definition_manifest(self, definition_id: int) -> dict[str, Any]:
-        """The canonical manifest of a definition, parsed."""
-        text = (
-            models.JobDefinition.objects.using(self._using)
-            .filter(pk=definition_id)
-            .values_list("manifest", flat=True)
-            .get()
-        )
-        manifest: dict[str, Any] = parse_strict(text)
-        return manifest
 
     @operation
     def register_definition_upgrade(self, edge: UpgradeEdge) -> bool:

@@ -256,11 +256,7 @@ class ExecutionOperations(DefinitionOperations):
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: (
                 compare_and_transition(
-                    current.metadata,
-                    current.version,
-                    expected_version,
-                    transition.stamped(now),
-                    runtime_job=by_runtime,
+                    current.metadata, current.version, expected_version, transition.stamped(now)
                 )
                 if not by_runtime
                 else fenced_transition(current, expected_version, transition.stamped(now))

@@ -227,3 +227,21 @@ def test_the_operator_client_stops_and_abandons(client: RuntimeClient, live_serv
         operator.proposal(execution).reason_code,
         operator.proposal(execution).eligible,
     ) == ("recovery_not_allowed", False)
+
+
+def test_the_client_registers_an_upgrade_edge_once(client: RuntimeClient) -> None:
+    """``register_upgrade`` (issue 27: it had no test): new → True, the same edge
+    again → False, other content for the same pair → the typed conflict."""
+    from oxide_batch.domain.errors import DefinitionUpgradeConflict
+
+    v1 = client.register_definition(
+        "upgrade_job", "v1", {"format": 1, "job": "upgrade_job", "steps": ["load"]}
+    )
+    v2 = client.register_definition(
+        "upgrade_job", "v2", {"format": 1, "job": "upgrade_job", "steps": ["load", "post"]}
+    )
+    args = ("upgrade_job", "v1-to-v2", v1.digest, v2.digest, {"load": "load"})
+    assert client.register_upgrade(*args) is True
+    assert client.register_upgrade(*args) is False
+    with pytest.raises(DefinitionUpgradeConflict):
+        client.register_upgrade("upgrade_job", "other", v1.digest, v2.digest, {"load": "load"})

@@ -64,3 +64,19 @@ def test_values_are_url_quoted():
     )
     assert url == "https://logs.example/?q=9006&job=nightly%20import%26x%3D%3C1%3E&e=7"
     assert failure_url("", failure_id=1, execution_id=1, job_name="j") is None
+
+
+def test_only_what_a_policy_may_retry_or_skip_is_policy_eligible():
+    """The seed's fault-policy rule: infrastructure, the job's own components, a
+    lost race and a timeout may be retried or skipped; everything else — an
+    unknown commit, a definition or invariant fault, a recovery — fails closed."""
+    eligible = {category for category in FailureCategory if category.is_policy_eligible}
+    assert eligible == {
+        FailureCategory.TRANSIENT_INFRASTRUCTURE,
+        FailureCategory.PERMANENT_INFRASTRUCTURE,
+        FailureCategory.USER_COMPONENT,
+        FailureCategory.OPTIMISTIC_CONFLICT,
+        FailureCategory.TIMEOUT,
+    }
+    assert not FailureCategory.UNKNOWN_COMMIT.is_policy_eligible
+    assert not FailureCategory.STALE_RECOVERED.is_policy_eligible
