@@ -10,7 +10,7 @@ are the services' and the domain's, read from their tables, not restated:
   that is not stale yet is not offered, but the recover page may still take
   it with the operator's explicit override (:func:`recovery_overridable`).
 - **Abandon** — the status is in
-  :data:`oxide_batch.services.operator.ABANDONABLE` (the lifecycle table's
+  :data:`oxide_batch.domain.lifecycle.ABANDONABLE` (the lifecycle table's
   sources of ABANDONED, without UNKNOWN, which only a recovery abandons).
 - **Request stop** — a stop records who/when (STARTING, STARTED:
   :data:`~oxide_batch.domain.evidence.STOP_RECORDABLE`) and none is requested yet.
@@ -39,9 +39,10 @@ from oxide_batch.api.roles import (
 )
 from oxide_batch.domain.errors import ExecutionNotStale
 from oxide_batch.domain.evidence import STOP_RECORDABLE, RecoveryProposal
+from oxide_batch.domain.lifecycle import ABANDONABLE
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
 from oxide_batch.repository import DjangoJobRepository
-from oxide_batch.services.operator import ABANDONABLE, OperatorService
+from oxide_batch.services.operator import OperatorService
 
 S = BatchStatus
 

@@ -50,6 +50,14 @@ LEGAL_TRANSITIONS: Mapping[BatchStatus, frozenset[BatchStatus]] = {
     S.ABANDONED: frozenset(),
 }
 RESTARTABLE = frozenset({S.STOPPED, S.FAILED})
+# What an operator's abandon moves to ABANDONED: every status the table lets
+# become ABANDONED, except UNKNOWN — its outcome is unknown, so it is abandoned
+# only by a recovery, which records the evidence it was decided on.
+ABANDONABLE = frozenset(
+    status
+    for status, targets in LEGAL_TRANSITIONS.items()
+    if S.ABANDONED in targets and status is not S.UNKNOWN
+)
 # SPEC §2.1/§9: through the runtime API a runtime moves its own job executions,
 # but ABANDONED and leaving UNKNOWN are operator decisions. Steps follow the
 # full table.

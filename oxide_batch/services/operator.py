@@ -35,7 +35,7 @@ from oxide_batch.domain.evidence import (
 )
 from oxide_batch.domain.execution import FailureSummary, JobExecution
 from oxide_batch.domain.flow import DIGEST_HEX
-from oxide_batch.domain.lifecycle import LEGAL_TRANSITIONS, LifecycleTransition
+from oxide_batch.domain.lifecycle import ABANDONABLE, LifecycleTransition
 from oxide_batch.domain.operator import (
     OperatorAction,
     OperatorRecord,
@@ -63,14 +63,6 @@ from oxide_batch.services.audit import (
 )
 
 S = BatchStatus
-# What an operator's abandon moves to ABANDONED: every status the lifecycle
-# table lets become ABANDONED, except UNKNOWN — its outcome is unknown, so it is
-# abandoned only by a recovery, which records the evidence it was decided on.
-ABANDONABLE = frozenset(
-    status
-    for status, targets in LEGAL_TRANSITIONS.items()
-    if S.ABANDONED in targets and status is not S.UNKNOWN
-)
 
 
 def history_message(request: _Request, done: _Effect, record: OperatorRecord) -> str:

@@ -548,3 +548,12 @@ def test_other_legal_moves_are_open_to_a_runtime(source, target):
     transition = LifecycleTransition(target, failure=failure(42), at=at(103))
     updated, version = compare_and_transition(metadata, 0, 0, transition, runtime_job=True)
     assert (updated.status, version) == (target, 1)
+
+
+def test_an_operator_abandons_only_what_stopped_or_failed():
+    """``ABANDONABLE`` lives with the table it is read from (issue 27): the
+    sources of ABANDONED but UNKNOWN, which only a recovery may abandon."""
+    from oxide_batch.domain.lifecycle import ABANDONABLE, LEGAL_TRANSITIONS
+
+    assert frozenset({S.STOPPED, S.FAILED}) == ABANDONABLE
+    assert S.ABANDONED in LEGAL_TRANSITIONS[S.UNKNOWN]
