@@ -45,7 +45,7 @@ from django.core.validators import RegexValidator
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from oxide_batch.domain.errors import RecoveryRequestInvalid
-from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.evidence import UNKNOWN_EFFECT, requires_unknown_effect
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.domain.recovery import (
@@ -341,7 +341,9 @@ class ActionForm(forms.Form):
                 f"of {choices}.",
                 "category_not_offered",
             )
-        if marked and "reason_code" in cleaned and cleaned["reason_code"] != UNKNOWN_EFFECT:
+        if "reason_code" in cleaned and requires_unknown_effect(
+            RecoveryDisposition.MARK_FAILED, bool(marked), cleaned["reason_code"]
+        ):
             one = len(marked) == 1
             self.add_error(
                 "reason_code",

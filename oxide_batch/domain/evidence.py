@@ -529,13 +529,22 @@ def check_recovery(
         )
     if evidence_digest_hex.lower() != proposal.evidence_digest:
         raise RecoveryEvidenceStale(id=execution_id)
-    if (
-        disposition is RecoveryDisposition.MARK_FAILED
-        and evidence.unknown_commit
-        and reason_code != UNKNOWN_EFFECT
-    ):
+    if requires_unknown_effect(disposition, evidence.unknown_commit, reason_code):
         raise UnresolvedRecoveryRequired(id=execution_id)
     return proposal.eligibility or Eligibility.OPERATOR_OVERRIDE
+
+
+def requires_unknown_effect(
+    disposition: RecoveryDisposition, unknown_commit: bool, reason_code: str
+) -> bool:
+    """SPEC §9's rule, in one place (the service's check and the console's form
+    read it): marking an unknown commit FAILED needs the reason code
+    ``UNKNOWN_EFFECT`` — its effect may have happened."""
+    return (
+        disposition is RecoveryDisposition.MARK_FAILED
+        and unknown_commit
+        and reason_code != UNKNOWN_EFFECT
+    )
 
 
 def default_failure_category(proposal: RecoveryProposal) -> FailureCategory:

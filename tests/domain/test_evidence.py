@@ -541,3 +541,19 @@ def test_a_stale_step_marked_unknown_also_needs_unknown_effect():
 
 def test_without_the_unknown_commit_marker_any_reason_marks_failed():
     check(proposal(S.STARTED), reason="PROCESS_KILL_INSPECTED")
+
+
+@pytest.mark.parametrize(
+    ("disposition", "unknown_commit", "reason", "required"),
+    [
+        (RecoveryDisposition.MARK_FAILED, True, "WORKER_LOST", True),
+        (RecoveryDisposition.MARK_FAILED, True, "UNKNOWN_EFFECT", False),
+        (RecoveryDisposition.MARK_FAILED, False, "WORKER_LOST", False),
+        (RecoveryDisposition.ABANDON, True, "WORKER_LOST", False),
+    ],
+)
+def test_the_unknown_effect_rule_is_one_predicate(disposition, unknown_commit, reason, required):
+    """Issue 27: the service and the console's form read the same rule."""
+    from oxide_batch.domain.evidence import requires_unknown_effect
+
+    assert requires_unknown_effect(disposition, unknown_commit, reason) is required
