@@ -26,6 +26,7 @@ from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecutio
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
 from oxide_batch.repository.control import newest_step_write
+from oxide_batch.repository.port import UnitOfWork
 from oxide_batch.repository.records import (
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
@@ -37,7 +38,6 @@ from oxide_batch.repository.records import (
 )
 from oxide_batch.repository.retention import RECORD_COLUMNS as RETENTION_RECORD_COLUMNS
 from oxide_batch.repository.retention import retention_record_from_row as retention_record_from_row
-from oxide_batch.repository.unit_of_work import UnitOfWorkBase
 
 EXTRA_COLUMNS = (
     "stop_requested_at",
@@ -164,11 +164,11 @@ def execution_record(execution_id: int) -> ExecutionRecord:
     return execution_record_from_row(row)
 
 
-def with_extras(execution: JobExecution, uow: object = None) -> ExecutionRecord:
+def with_extras(execution: JobExecution, uow: UnitOfWork | None = None) -> ExecutionRecord:
     """The extras of an execution a repository call just returned: from the row
     that call locked and wrote (``uow.execution_image``) when it read them
     there, else one query in the caller's unit of work (so it sees that write)."""
-    image = uow.execution_image(execution.id) if isinstance(uow, UnitOfWorkBase) else None
+    image = uow.execution_image(execution.id) if uow is not None else None
     row: Row | None
     if image is not None:
         row = {**image, "owner_recorded": image["owner_token"] is not None}

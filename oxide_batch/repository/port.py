@@ -8,7 +8,7 @@ until ``commit()`` succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -105,6 +105,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         self, action: OperatorAction, operation_id: str
     ) -> OperatorRecord | None: ...
     def append_operator_request(self, draft: OperatorRecordDraft) -> OperatorRecord | None: ...
+    def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None: ...
     def record_admin_history(
         self, *, actor: str, user_id: int | None, target: str, object_id: int, message: str
     ) -> bool: ...
