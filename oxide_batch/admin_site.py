@@ -14,7 +14,7 @@ inside it would be built twice and lose the first registrations.
 Refusals (issue 25 point 6): a staff user without a permission gets a 403 page
 in the console's frame (header, breadcrumbs) that names what is needed — the
 permission's name and ``app_label.codename``, and the role groups of
-:mod:`oxide_batch.api.roles` that grant it — with a link back. Console views
+:mod:`oxide_batch.roles` that grant it — with a link back. Console views
 raise ``PermissionDenied("oxide_batch.<codename>")``; Django's own views raise
 it bare, and the page then names the model's permission for that URL (and the
 console's ``oxide_batch.view_batch`` for the batch tables), else
@@ -43,7 +43,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from oxide_batch.api import roles
+from oxide_batch import roles
 
 APP_LABEL = "oxide_batch"
 # The permission every console page is read with (the batch-viewer role's).
@@ -132,7 +132,7 @@ def needed_permissions(request: HttpRequest, exception: BaseException | None) ->
 
 def describe_permission(permission: str) -> dict[str, Any]:
     """What the page says of one permission: its name, ``app_label.codename``
-    and the role groups (``oxide_batch.api.roles``) that carry it."""
+    and the role groups (``oxide_batch.roles``) that carry it."""
     app_label, _, codename = permission.partition(".")
     if app_label == roles.APP_LABEL and codename in roles.PERMISSIONS:
         name = roles.PERMISSIONS[codename]

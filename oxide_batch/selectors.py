@@ -31,7 +31,6 @@ from django.db.models import (
 from django.db.models.functions import TruncDate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.api.roles import APP_LABEL, PERMISSIONS
 from oxide_batch.domain.errors import JobExecutionNotFound, Unavailable
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.recovery import FAILURE_ID_GIVEN
@@ -39,6 +38,7 @@ from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import statements
 from oxide_batch.repository.control import execution_view_from_row, newest_step_write
 from oxide_batch.repository.records import CONTROL_COLUMNS
+from oxide_batch.roles import APP_LABEL, PERMISSIONS
 
 UNRESOLVED_PAGE_MAX = 500
 

@@ -51,7 +51,7 @@ def _migration_data_after_flush() -> Iterator[None]:
     from django.db import connections
     from django.db.models.signals import post_migrate
 
-    from oxide_batch.api.roles import ensure_roles
+    from oxide_batch.roles import ensure_roles
 
     legacy = importlib.import_module("oxide_batch.migrations.0004_legacy_definition")
 

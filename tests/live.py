@@ -29,7 +29,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.urls import reverse
 
-from oxide_batch.api.roles import ensure_roles
+from oxide_batch.roles import ensure_roles
 from tests.helpers import api_token
 
 User = get_user_model()

@@ -81,17 +81,17 @@ from oxide_batch.admin.display import badge, when
 from oxide_batch.admin.forms import ABANDON, MARK_FAILED, ActionForm, seal
 from oxide_batch.admin.proposals import proposal_display, recovery_outcome, unfinished_steps
 from oxide_batch.admin.results import Attempt, attempt, report_left_out, say, snapshot_now
-from oxide_batch.api.roles import (
+from oxide_batch.conf import batch_settings
+from oxide_batch.domain.evidence import RecoveryProposal
+from oxide_batch.domain.recovery import RecoveryDisposition
+from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
     RECOVER_EXECUTION,
     STOP_EXECUTION,
     perm,
 )
-from oxide_batch.conf import batch_settings
-from oxide_batch.domain.evidence import RecoveryProposal
-from oxide_batch.domain.recovery import RecoveryDisposition
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService

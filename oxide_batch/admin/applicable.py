@@ -31,17 +31,17 @@ from typing import Any
 from django.utils import timezone
 
 from oxide_batch.admin.display import human
-from oxide_batch.api.roles import (
-    ABANDON_EXECUTION,
-    HOLD_INSTANCE,
-    RECOVER_EXECUTION,
-    STOP_EXECUTION,
-)
 from oxide_batch.domain.errors import ExecutionNotStale
 from oxide_batch.domain.evidence import STOP_RECORDABLE, RecoveryProposal
 from oxide_batch.domain.lifecycle import ABANDONABLE
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.roles import (
+    ABANDON_EXECUTION,
+    HOLD_INSTANCE,
+    RECOVER_EXECUTION,
+    STOP_EXECUTION,
+)
 from oxide_batch.services.operator import OperatorService
 
 S = BatchStatus

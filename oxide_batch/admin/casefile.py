@@ -54,11 +54,11 @@ from oxide_batch.admin.display import (
 from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.eligibility import decision_reason, lease, verdict
 from oxide_batch.admin.proposals import latest_step_display
-from oxide_batch.api.roles import PERMISSIONS
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.roles import PERMISSIONS
 from oxide_batch.services.operator import OperatorService
 
 TIMELINE_STEPS = 50

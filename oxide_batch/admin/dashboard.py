@@ -23,9 +23,9 @@ from oxide_batch.admin import svg
 from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
 from oxide_batch.admin.base import can, can_view, change_url, parse_id
 from oxide_batch.admin.display import ago, badge, human, when
-from oxide_batch.api.roles import VIEW_BATCH, perm
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
+from oxide_batch.roles import VIEW_BATCH, perm
 
 #: The failure-category filter's value for failures recorded without one.
 NO_CATEGORY = "none"

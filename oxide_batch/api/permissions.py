@@ -17,7 +17,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from oxide_batch.api.authentication import ATTRIBUTE
-from oxide_batch.api.roles import VIEW_BATCH_PAYLOAD, groups_granting, perm
+from oxide_batch.roles import VIEW_BATCH_PAYLOAD, groups_granting, perm
 
 
 def has_batch_permission(user: Any, codename: str) -> bool:

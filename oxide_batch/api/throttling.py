@@ -30,8 +30,8 @@ from django.core.cache.backends.db import DatabaseCache
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
-from oxide_batch.api.roles import OPERATOR_PERMISSIONS
 from oxide_batch.conf import batch_settings
+from oxide_batch.roles import OPERATOR_PERMISSIONS
 
 THROTTLE_CACHE = "throttle"
 # The table of migration 0010 (oxide_batch.migrations.0010_throttle_cache_table).

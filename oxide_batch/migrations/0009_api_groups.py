@@ -2,7 +2,7 @@
 ``batch-viewer``, ``batch-runtime`` and ``batch-operator`` (SPEC §4).
 
 Self-contained on purpose (a migration must not change when app code does);
-``oxide_batch.api.roles`` holds the same table and a test keeps them equal.
+``oxide_batch.roles`` holds the same table and a test keeps them equal.
 """
 
 from django.db import migrations

@@ -4,7 +4,7 @@ type, granted together to ``batch-operator``. ``operate_batch`` (0009) stays
 but the code no longer checks it. Data only: the schema version stays 4.
 
 Self-contained on purpose (a migration must not change when app code does);
-``oxide_batch.api.roles`` holds the same table and a test keeps them equal.
+``oxide_batch.roles`` holds the same table and a test keeps them equal.
 """
 
 from django.db import migrations

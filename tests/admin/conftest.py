@@ -9,8 +9,8 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client
 
-from oxide_batch.api.roles import OPERATOR, VIEWER, ensure_roles
 from oxide_batch.demo.workload import Workload
+from oxide_batch.roles import OPERATOR, VIEWER, ensure_roles
 
 User = get_user_model()
 

@@ -211,7 +211,7 @@ def test_each_console_action_needs_its_own_permission(viewer_client, demo):
 
     User = get_user_model()
 
-    from oxide_batch.api.roles import APP_LABEL, STOP_EXECUTION, VIEW_BATCH
+    from oxide_batch.roles import APP_LABEL, STOP_EXECUTION, VIEW_BATCH
 
     user = User.objects.create_user("stopper", password="pw", is_staff=True)
     user.user_permissions.add(

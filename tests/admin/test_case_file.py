@@ -141,7 +141,7 @@ def test_a_stop_only_operator_is_offered_the_stop_not_a_recover_note(client, dem
 
     User = get_user_model()
 
-    from oxide_batch.api.roles import VIEWER, ensure_roles
+    from oxide_batch.roles import VIEWER, ensure_roles
 
     ensure_roles()
     user = User.objects.create_user("stu", password="a-long-password", is_staff=True)

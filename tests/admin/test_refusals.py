@@ -19,7 +19,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from oxide_batch import models
-from oxide_batch.api.roles import ensure_roles
+from oxide_batch.roles import ensure_roles
 
 pytestmark = pytest.mark.django_db
 

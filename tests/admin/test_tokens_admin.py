@@ -14,9 +14,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.repository import FixedClock
 from oxide_batch.repository.tokens import IssuedToken, issue_api_token
+from oxide_batch.roles import RUNTIME
 from tests.api.support import url
 
 User = get_user_model()

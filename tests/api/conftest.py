@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import ensure_roles
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import ensure_roles
 from tests.api.hostile.world import World, build_world
 from tests.api.support import (
     GROUP_OF,

@@ -14,9 +14,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from oxide_batch.api import deps
-from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import OPERATOR, RUNTIME, VIEWER
 from tests.conftest import EPOCH
 from tests.helpers import api_token
 

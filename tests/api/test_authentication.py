@@ -20,7 +20,11 @@ from rest_framework.test import APIClient
 
 from oxide_batch import models
 from oxide_batch.api.authentication import ATTRIBUTE, BatchTokenAuthentication
-from oxide_batch.api.roles import (
+from oxide_batch.domain.tokens import key_prefix
+from oxide_batch.repository import FixedClock
+from oxide_batch.repository.statements import TOKEN_FIELDS, USER_FLAGS
+from oxide_batch.repository.tokens import issue_api_token, revoke_api_token
+from oxide_batch.roles import (
     APP_LABEL,
     OPERATOR,
     PERMISSIONS,
@@ -31,10 +35,6 @@ from oxide_batch.api.roles import (
     VIEW_BATCH_PAYLOAD,
     VIEWER,
 )
-from oxide_batch.domain.tokens import key_prefix
-from oxide_batch.repository import FixedClock
-from oxide_batch.repository.statements import TOKEN_FIELDS, USER_FLAGS
-from oxide_batch.repository.tokens import issue_api_token, revoke_api_token
 from oxide_batch.selectors import token_credentials
 from tests.api.support import Runtime, fixed_api_clock, problem, token_client, url
 from tests.helpers import api_token

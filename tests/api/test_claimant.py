@@ -21,8 +21,8 @@ from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import RUNTIME
 from tests.api.support import Runtime, problem
 from tests.api.test_flow import FLOW, decision
 from tests.helpers import api_token

@@ -8,7 +8,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from oxide_batch.api.roles import OPERATOR, RUNTIME, VIEWER
 from oxide_batch.client import ApiError, InvalidRequest, OperatorClient, RuntimeClient
 from oxide_batch.domain.errors import (
     CompletedInstance,
@@ -26,6 +25,7 @@ from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.roles import OPERATOR, RUNTIME, VIEWER
 from tests.helpers import api_token
 from tests.live import api_base_url
 

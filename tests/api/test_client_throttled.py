@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from oxide_batch.api import throttling
-from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import ApiError, OperatorClient, RuntimeClient, Throttled
 from oxide_batch.client.errors import error_from_problem, retry_after_seconds
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.live import api_base_url, token_for
 
 RATE, LIMIT = "2/min", 2

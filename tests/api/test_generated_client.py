@@ -26,7 +26,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
-from oxide_batch.api.roles import RUNTIME
+from oxide_batch.roles import RUNTIME
 from tests.helpers import api_token
 from tests.live import api_base_url
 

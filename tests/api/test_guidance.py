@@ -17,7 +17,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import (
+from oxide_batch.client import RuntimeClient
+from oxide_batch.domain.errors import ExecutionAlreadyActive
+from oxide_batch.repository import FixedClock
+from oxide_batch.roles import (
     OPERATOR,
     OPERATOR_PERMISSIONS,
     RUN_BATCH,
@@ -26,9 +29,6 @@ from oxide_batch.api.roles import (
     VIEW_BATCH_PAYLOAD,
     VIEWER,
 )
-from oxide_batch.client import RuntimeClient
-from oxide_batch.domain.errors import ExecutionAlreadyActive
-from oxide_batch.repository import FixedClock
 from tests.api.support import FAILURE, Runtime, field_error, problem, url
 from tests.api.test_permissions import ENDPOINTS, HOLDERS
 from tests.helpers import api_token

@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR, RUNTIME, ensure_roles
 from oxide_batch.domain.jobscope import in_scope, pattern_regex
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 from oxide_batch.repository.tokens import issue_api_token
+from oxide_batch.roles import OPERATOR, RUNTIME, ensure_roles
 from tests.api.support import Runtime, problem
 from tests.api.test_claimant import database_rows
 from tests.api.test_flow import FLOW

@@ -17,9 +17,9 @@ from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import OPERATOR
 from tests.api.conftest import token_client
 from tests.api.support import (
     DIGEST,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import (
+from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
     OPERATOR_PERMISSIONS,
@@ -199,7 +199,7 @@ def test_each_operator_action_needs_its_own_permission(db: None, held: str) -> N
 
     User = get_user_model()
 
-    from oxide_batch.api.roles import APP_LABEL
+    from oxide_batch.roles import APP_LABEL
     from tests.api.support import token_client
 
     user = User.objects.create_user(f"only-{held}")

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from oxide_batch import models
 from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.roles import ensure_roles
 from oxide_batch.api.selectors import DefinitionRef, ExecutionExtras, ExecutionRecord
 from oxide_batch.domain.execution import (
     ExecutionCounts,
@@ -26,6 +25,7 @@ from oxide_batch.domain.execution import (
     StepExecution,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.roles import ensure_roles
 from tests.api.hostile.world import World, build_world
 from tests.repository.test_statements import rich_rows
 

@@ -10,7 +10,7 @@ import yaml
 from django.contrib.staticfiles import finders
 from rest_framework.test import APIClient
 
-from oxide_batch.api import roles
+from oxide_batch import roles
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from tests.api.support import EXECUTION_KEYS, PARTITION_KEYS, STEP_KEYS, url
 from tests.api.test_permissions import ENDPOINTS

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import RUN_BATCH
+from oxide_batch.roles import RUN_BATCH
 from tests.api.support import url
 from tests.api.test_permissions import ENDPOINTS, N
 

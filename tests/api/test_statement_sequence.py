@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from oxide_batch.api.roles import RUNTIME
+from oxide_batch.roles import RUNTIME
 from tests.faults.test_restart import call
 from tests.live import gunicorn, token_for
 

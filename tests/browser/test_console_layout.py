@@ -24,7 +24,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from oxide_batch import models
-from oxide_batch.api.roles import VIEWER, ensure_roles
+from oxide_batch.roles import VIEWER, ensure_roles
 from tests.browser.axe import axe_violations, blocking, describe, node_count
 from tests.browser.screens import (
     PHONE,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from oxide_batch.api import deps
-from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import OperatorClient, RuntimeClient
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.live import token_for
 
 

@@ -28,9 +28,9 @@ from django.conf import settings
 from django.db.models import F
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import RUNTIME
 from tests.live import ROOT, database_url, token_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import RUNTIME
 from tests.client.test_examples import (
     ROWS,
     environment,

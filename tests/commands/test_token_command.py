@@ -19,9 +19,9 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.domain.tokens import PREFIX_LENGTH, token_digest
 from oxide_batch.management.commands import _cli
+from oxide_batch.roles import RUNTIME
 from tests.api.support import url
 from tests.conftest import on_postgres
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import OperatorClient, RuntimeClient
 from oxide_batch.domain.errors import StaleVersion
 from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.live import gunicorn, token_for
 from tests.pooler import scaled_out
 

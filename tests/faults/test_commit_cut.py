@@ -17,13 +17,13 @@ import psycopg
 import pytest
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import Outcome, RuntimeClient, Step
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
 from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.roles import RUNTIME
 from tests.faults.proxy import COMMIT, FaultProxy
 from tests.faults.support import in_background, post, stored
 from tests.helpers import launch

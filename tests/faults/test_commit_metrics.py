@@ -17,7 +17,6 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import CommitOutcomeUnknown, ConcurrentModification
@@ -25,6 +24,7 @@ from oxide_batch.observability import metrics
 from oxide_batch.observability.events import EVENT_LOGGER
 from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository import hooks
+from oxide_batch.roles import RUNTIME
 from tests.concurrency.support import run_in_threads
 from tests.faults.proxy import COMMIT, FaultProxy
 from tests.faults.support import isolate, post, stored

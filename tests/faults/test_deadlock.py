@@ -22,12 +22,12 @@ import psycopg
 import pytest
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR
 from oxide_batch.client import OperatorClient
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import ConcurrentModification
 from oxide_batch.repository import DjangoJobRepository, FixedClock, faults
+from oxide_batch.roles import OPERATOR
 from tests.concurrency.support import admin_connection, run_in_threads
 from tests.faults.support import in_background, isolate, post
 from tests.helpers import key, launch, move

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import Unavailable
+from oxide_batch.roles import RUNTIME
 from tests.faults.proxy import FaultProxy
 from tests.faults.support import in_background, post, stored
 from tests.helpers import launch

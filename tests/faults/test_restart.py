@@ -32,7 +32,6 @@ from django.db import connections
 from django.test import override_settings
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.domain import BatchStatus
@@ -41,6 +40,7 @@ from oxide_batch.domain.retention import format_instant
 from oxide_batch.management.commands import purge_batch_metadata
 from oxide_batch.management.commands._cli import release_idle_connections
 from oxide_batch.repository import hooks
+from oxide_batch.roles import RUNTIME
 from tests.concurrency.support import backend_pid
 from tests.helpers import launch, refuse_parallel_workers
 from tests.live import ROOT, database_url, gunicorn, token_for

@@ -22,8 +22,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from oxide_batch import models
 from oxide_batch.api.authentication import ATTRIBUTE, authenticate_token
-from oxide_batch.api.roles import RUN_BATCH, RUNTIME, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.domain import tokens as token_rules
+from oxide_batch.roles import RUN_BATCH, RUNTIME, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from tests.conftest import on_postgres
 
 User = get_user_model()

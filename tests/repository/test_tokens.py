@@ -14,11 +14,11 @@ from rest_framework import exceptions
 
 from oxide_batch import models
 from oxide_batch.api.authentication import authenticate_token
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.domain import tokens as token_rules
 from oxide_batch.domain.errors import ApiTokenNotFound, GroupNotFound, NameTooLong, UserNotFound
 from oxide_batch.repository import FixedClock
 from oxide_batch.repository import tokens as repository
+from oxide_batch.roles import RUNTIME
 from oxide_batch.selectors import api_tokens
 from tests.api.support import fixed_api_clock
 

@@ -20,11 +20,11 @@ import pytest
 from django.db import connection, connections
 
 from oxide_batch import models
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import RUNTIME
 from tests.concurrency.support import admin_connection
 from tests.live import token_for
 from tests.pooler import POOL_SIZE, ScaledOut, scaled_out

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.errors import Unavailable
+from oxide_batch.roles import RUNTIME
 from tests.faults.test_restart import (  # noqa: F401 (cluster: the fixture)
     Cluster,
     assert_unavailable,

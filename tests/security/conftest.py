@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
-from oxide_batch.api.roles import ensure_roles
 from oxide_batch.repository import FixedClock
+from oxide_batch.roles import ensure_roles
 from tests.api.conftest import operator, rt, viewer
 from tests.api.support import fixed_api_clock, role_clients
 

@@ -10,8 +10,8 @@ from typing import Any
 from django.urls import URLPattern
 
 from oxide_batch.api import urls
-from oxide_batch.api.roles import OPERATOR_PERMISSIONS
 from oxide_batch.api.views import BatchView
+from oxide_batch.roles import OPERATOR_PERMISSIONS
 
 PUBLIC = "public"  # as tests/api/test_permissions.py spells it
 LOGIN = "login"  # a method the view does not list: any authenticated user

@@ -20,7 +20,7 @@ from django.db import connection
 from oxide_batch import models
 from oxide_batch.api import throttling
 from oxide_batch.api.docs import schema_document
-from oxide_batch.api.roles import OPERATOR, RUNTIME
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.api.conftest import token_client
 from tests.api.support import Runtime, ok, problem
 from tests.live import gunicorn, token_for

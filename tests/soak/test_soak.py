@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from oxide_batch.api.roles import OPERATOR, RUNTIME
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.live import ROOT, database_url, gunicorn, token_for
 from tests.pooler import POOLED_ENVIRONMENT, scaled_out
 from tests.soak.clients import MeteredOperator, MeteredRuntime

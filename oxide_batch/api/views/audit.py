@@ -15,12 +15,12 @@ from oxide_batch.api.filters import (
     RetentionRecordFilter,
     apply_filters,
 )
-from oxide_batch.api.roles import VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, BatchView
 from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.retention import RetentionAction
+from oxide_batch.roles import VIEW_BATCH
 
 AUDIT_ID_PARAMETERS = [
     OpenApiParameter("job_execution_id", ID_SCHEMA, description="Only rows of this execution."),

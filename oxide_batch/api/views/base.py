@@ -18,12 +18,12 @@ from oxide_batch.api.contract import ApiContract
 from oxide_batch.api.errors import at
 from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
 from oxide_batch.api.permissions import BatchPermission
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.throttling import OperatorRateThrottle
 from oxide_batch.domain.errors import IdentifierOutOfRange
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
 from oxide_batch.domain.jobscope import check_scope, pattern_regex
 from oxide_batch.repository.port import JobRepository, UnitOfWork
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.services.audit import Actor
 
 K = IdentifierKind

@@ -8,10 +8,10 @@ from rest_framework.response import Response
 
 import oxide_batch
 from oxide_batch.api import serializers as s
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import READ, RUN, BatchView
 from oxide_batch.conf import batch_settings
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
 class DescriptorView(BatchView):

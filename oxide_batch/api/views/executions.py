@@ -12,7 +12,6 @@ from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import (
@@ -28,6 +27,7 @@ from oxide_batch.api.views.base import (
 from oxide_batch.domain.errors import JobInstanceNotFound
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
 class InstanceExecutionsView(BatchView):

@@ -10,11 +10,11 @@ from rest_framework.response import Response
 from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.filters import InstanceFilter, apply_filters
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, READ_RUN, BatchView
 from oxide_batch.domain.names import NameKind
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
 class InstancesView(BatchView):

@@ -8,10 +8,10 @@ from rest_framework.response import Response
 
 from oxide_batch.api import deps, selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.roles import ABANDON_EXECUTION, RECOVER_EXECUTION, STOP_EXECUTION, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.throttling import THROTTLED
 from oxide_batch.api.views.base import READ, REPLAY_DOC, BatchView, actor_of
+from oxide_batch.roles import ABANDON_EXECUTION, RECOVER_EXECUTION, STOP_EXECUTION, VIEW_BATCH
 from oxide_batch.services.operator import OperatorResult
 
 

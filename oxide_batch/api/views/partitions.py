@@ -12,10 +12,10 @@ from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.errors import at
 from oxide_batch.api.permissions import may_see_payloads
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
 from oxide_batch.domain.partitions import StepPartition, key_bytes
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
 def partitions_data(request: Request, step_id: int, plan: list[StepPartition]) -> dict[str, Any]:

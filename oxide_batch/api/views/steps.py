@@ -8,7 +8,6 @@ from rest_framework.response import Response
 
 from oxide_batch.api import render, selectors
 from oxide_batch.api import serializers as s
-from oxide_batch.api.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import (
     PAGE_PARAMETERS,
@@ -21,6 +20,7 @@ from oxide_batch.api.views.base import (
     paginate,
 )
 from oxide_batch.domain.errors import JobExecutionNotFound
+from oxide_batch.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 
 
 class ExecutionStepsView(BatchView):

@@ -1,4 +1,5 @@
-"""Roles of the API: Django groups and the permissions they carry (SPEC §4, §9 "Roles").
+"""Roles: Django groups and the permissions they carry (SPEC §4, §9 "Roles"), for
+the API, the console and the selectors alike.
 
 The permissions are rows on the ``oxide_batch.jobexecution`` content type (no
 model change needed); migration ``0009_api_groups`` creates them and the
