@@ -142,9 +142,9 @@ def setup_django() -> str:
     from django.contrib.auth.models import Group, User
     from django.core.management import call_command
 
-    from oxide_batch.api.roles import RUNTIME, ensure_roles
     from oxide_batch.repository.clock import SystemClock
     from oxide_batch.repository.tokens import issue_api_token
+    from oxide_batch.roles import RUNTIME, ensure_roles
 
     call_command("migrate", verbosity=0, interactive=False)
     # The structured events (one JSON line per lifecycle event, SPEC'd by the
