@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from oxide_batch.api.roles import RUNTIME
 from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.roles import RUNTIME
 from tests.client.conftest import ScriptedClient
 from tests.live import token_for
 

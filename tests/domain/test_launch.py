@@ -96,14 +96,6 @@ def test_a_stopped_or_failed_latest_attempt_is_followed_by_the_next_attempt(stat
     assert attempt.metadata.failure is None
 
 
-@pytest.mark.parametrize("status", RESTARTABLE)
-def test_planning_a_restart_leaves_the_prior_attempt_unchanged(status):
-    latest = job_execution(status, execution_id=31)
-    before = job_execution(status, execution_id=31)
-    plan_new_attempt(INSTANCE_ID, latest, at(200))
-    assert latest == before
-
-
 EVERY_STATUS_OUTCOME = {
     S.STARTING: ExecutionAlreadyActive,
     S.STARTED: ExecutionAlreadyActive,
@@ -116,12 +108,9 @@ EVERY_STATUS_OUTCOME = {
 }
 
 
-def test_the_launch_table_covers_all_eight_statuses():
-    assert set(EVERY_STATUS_OUTCOME) == set(BatchStatus)
-
-
-@pytest.mark.parametrize(("status", "error"), EVERY_STATUS_OUTCOME.items(), ids=str)
-def test_the_latest_attempt_status_decides_whether_a_new_attempt_may_be_made(status, error):
+@pytest.mark.parametrize("status", list(BatchStatus), ids=str)
+def test_the_latest_attempt_status_decides_whether_a_new_attempt_may_be_made(status):
+    error = EVERY_STATUS_OUTCOME[status]  # a new status without an outcome fails here
     latest = job_execution(status, execution_id=31, attempt=2)
     if error is None:
         assert plan_new_attempt(INSTANCE_ID, latest, at(200)).attempt == 3

@@ -14,7 +14,6 @@ from oxide_batch.domain import (
     FailureCategory,
     FailureSummary,
     JobExecution,
-    StepExecution,
 )
 from oxide_batch.domain.errors import (
     ActiveExecutionHasEndTime,
@@ -276,46 +275,6 @@ def test_a_failure_category_round_trips_through_its_durable_code(code):
 
 
 # ----------------------------------------------------------- execution records (1.7)
-
-
-def test_execution_records_expose_structured_metadata():
-    metadata = ExecutionMetadata(
-        status=S.FAILED,
-        exit_code="FAILED",
-        timestamps=ExecutionTimestamps(at(100), at(101), at(105)),
-        counts=ExecutionCounts(10, 9, 8, 1, 2, 1),
-        failure=FailureSummary(FailureCategory.USER_COMPONENT, 9001),
-    )
-    job = JobExecution(
-        id=11,
-        metadata=metadata,
-        version=0,
-        updated_at=at(105),
-        job_instance_id=10,
-        job_name="daily_import",
-        attempt=1,
-        definition_id=1,
-    )
-    step = StepExecution(
-        id=12,
-        metadata=metadata,
-        version=0,
-        updated_at=at(105),
-        job_instance_id=10,
-        job_execution_id=11,
-        step_name="import",
-        node_id="import",
-    )
-    counts = job.counts
-    assert (counts.read, counts.processed, counts.written) == (10, 9, 8)
-    assert (counts.filtered, counts.committed, counts.rolled_back) == (1, 2, 1)
-    assert job.failure is not None
-    assert job.failure.category is FailureCategory.USER_COMPONENT
-    assert (job.status, job.exit_code) == (S.FAILED, "FAILED")
-    assert (job.created_at, job.started_at, job.ended_at) == (at(100), at(101), at(105))
-    assert step.job_execution_id == job.id
-    assert step.step_name == "import"
-    assert job.restart_of_id is None
 
 
 def test_with_state_replaces_metadata_version_and_update_time_only():

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from oxide_batch.api.roles import RUNTIME
+from oxide_batch.roles import RUNTIME
 from tests.failover import formation
 from tests.failover_runtime import JOB_NAME
 from tests.live import ROOT, gunicorn, token_for

@@ -40,12 +40,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR, RUNTIME
 from oxide_batch.client import LostWrite, OperatorClient, RuntimeClient
 from oxide_batch.domain.errors import StaleVersion, UnresolvedRecoveryRequired, VersionAhead
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.management.commands import batch_watchdog
+from oxide_batch.roles import OPERATOR, RUNTIME
 from tests.live import gunicorn, token_for
 from tests.replication import Server, bindir, primary_and_standby
 
