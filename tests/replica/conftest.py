@@ -22,9 +22,9 @@ from django.db import connection, connections
 from django.test import Client
 from django.urls import reverse
 
-from oxide_batch.api.roles import OPERATOR, ensure_roles
 from oxide_batch.db.replica import forget_failures
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.roles import OPERATOR, ensure_roles
 from tests.replication import Server, streaming_replica
 
 ALIAS = "replica"

@@ -16,12 +16,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from oxide_batch import models
-from oxide_batch.api.roles import OPERATOR, ensure_roles
 from oxide_batch.conf import REPLICA_MIDDLEWARE, REPLICA_ROUTER, replica_wiring_check
 from oxide_batch.db.middleware import PIN_COOKIE
 from oxide_batch.db.replica import PageReads, page_reads
 from oxide_batch.db.router import ReplicaRouter
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.roles import OPERATOR, ensure_roles
 from tests.helpers import key, launch
 
 pytestmark = pytest.mark.django_db
