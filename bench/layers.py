@@ -90,7 +90,7 @@ DELTA = {"read": 100, "processed": 100, "written": 100, "committed": 1}
 STEPS, CHUNKS = 10, 20
 LIFECYCLE_OPS = 3 + STEPS * (3 + CHUNKS) + 1  # 234 calls, 222 of them version bumps
 LIFECYCLE_BUMPS = 2 + STEPS * (2 + CHUNKS)
-# SPEC §8: Prefect 3.9's state transition over HTTP, same machine kind.
+# contract §8.1: Prefect 3.9's state transition over HTTP, same machine kind.
 PREFECT = {1: 52.0, 4: 57.0}
 
 
@@ -147,8 +147,8 @@ def setup_django() -> str:
     from oxide_batch.roles import RUNTIME, ensure_roles
 
     call_command("migrate", verbosity=0, interactive=False)
-    # The structured events (one JSON line per lifecycle event, SPEC'd by the
-    # observability work) still get formatted and written, to a file instead
+    # The structured events (one JSON line per lifecycle event, as the
+    # observability work specified them) still get formatted and written, to a file instead
     # of this table's terminal; gunicorn's go to its log file.
     import logging
 
@@ -556,7 +556,7 @@ class Repository:
 
 class UsualDjango:
     """ref: the same CAS the usual Django way — ``select_for_update().get()`` of
-    the model instance, the checks, ``save(update_fields=…)`` (SPEC §8's
+    the model instance, the checks, ``save(update_fields=…)`` (contract §8.1's
     600–700 ops/s figure)."""
 
     def __init__(self) -> None:
@@ -1217,7 +1217,7 @@ def report(
                 f"   {cpu['driver']:>17.1f} {cpu['server']:>6.1f} {cpu['database']:>8.1f}"
             )
     targets = evaluate(rows, statements, n)
-    print("\n== targets (issue 7, SPEC §8)")
+    print("\n== targets (issue 7, contract §8.2)")
     for target in targets:
         mark = "met" if target["met"] else "MISSED"
         print(f"  {mark:<6} {target['target']:<58} {target['measured']}")

@@ -206,19 +206,19 @@ class BatchSettings:
         _integer(1, CEILING_MAX_DEPTH),
         "oxide_batch.E102",
     )
-    # Inactivity before recovery may be proposed (SPEC §2.5), 1 min – 24 h.
+    # Inactivity before recovery may be proposed (contract §2.5.3), 1 min – 24 h.
     RECOVERY_STALE_AFTER = AppSetting(
         "OXIDE_BATCH_RECOVERY_STALE_AFTER", timedelta(minutes=15), _stale_after, "oxide_batch.E103"
     )
-    # How far in the past a purge cutoff must be at least (SPEC §2.5).
+    # How far in the past a purge cutoff must be at least (contract §2.5.11).
     PURGE_MIN_AGE = AppSetting(
         "OXIDE_BATCH_PURGE_MIN_AGE", timedelta(hours=1), _duration, "oxide_batch.E104"
     )
-    # A failure id's link to the team's log search (SPEC §10); empty: no links.
+    # A failure id's link to the team's log search (contract §5.5); empty: no links.
     FAILURE_URL_TEMPLATE = AppSetting(
         "OXIDE_BATCH_FAILURE_URL_TEMPLATE", "", _failure_url_template, "oxide_batch.E105"
     )
-    # Parameter names whose values are shown; others are sensitive (SPEC §4).
+    # Parameter names whose values are shown; others are sensitive (contract §4.3).
     VISIBLE_PARAMETERS = AppSetting(
         "OXIDE_BATCH_VISIBLE_PARAMETERS", frozenset[str](), _visible_parameters, "oxide_batch.E106"
     )
@@ -243,7 +243,7 @@ class BatchSettings:
         "OXIDE_BATCH_METRICS_DB_TIMEOUT", timedelta(seconds=2), _duration, "oxide_batch.E112"
     )
 
-    # An owner's lease (SPEC §11): it expires this long after the owner's latest
+    # An owner's lease (contract §2.5.3): it expires this long after the owner's latest
     # activity, and the execution may then be recovered (the watchdog does), 5 s – 24 h.
     LEASE_TTL = AppSetting(
         "OXIDE_BATCH_LEASE_TTL", DEFAULT_LEASE_TTL, _lease_ttl, "oxide_batch.E113"

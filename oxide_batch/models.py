@@ -269,14 +269,14 @@ class JobExecution(ExecutionFields):
     stop_requested_by = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     owner_token = models.BinaryField(max_length=16, null=True, blank=True)
     # The user whose token claimed the execution: once set, only that user's
-    # runtime writes are accepted on it and everything under it (SPEC §11).
+    # runtime writes are accepted on it and everything under it (contract §2.5.2).
     # An id, not a foreign key: the row outlives the user's account.
     owner_user_id = models.BigIntegerField(null=True, blank=True)
     last_observed_at = models.DateTimeField(null=True, blank=True)
-    # The latest runtime write or owner observation (SPEC §9 activity), for the
+    # The latest runtime write or owner observation (contract §2.5.3 activity), for the
     # indexed "unresolved" query; step writes are added when a proposal is made.
     last_activity_at = models.DateTimeField(null=True, blank=True)
-    # The recovery decision that resolved this execution (SPEC §10): the runtime
+    # The recovery decision that resolved this execution (contract §2.5.6): the runtime
     # is fenced from it (no audit row is referenced by a foreign key).
     recovery_decision_id = models.BigIntegerField(null=True, blank=True)
     # When it became FAILED (a runtime's transition or a recovery), kept when an
@@ -340,10 +340,10 @@ class StepExecution(ExecutionFields):
     )
     step_name = models.CharField(max_length=128)
     node_id = models.CharField(max_length=128)
-    # The recovery decision that resolved this step to FAILED (SPEC §10): every
+    # The recovery decision that resolved this step to FAILED (contract §2.5.6): every
     # later runtime write to it is refused.
     recovery_decision_id = models.BigIntegerField(null=True, blank=True)
-    # The runtime's latest write to the step (SPEC §9's step activity): a
+    # The runtime's latest write to the step (contract §2.5.3's step activity): a
     # recovery, which moves ``updated_at`` with the version, never moves it.
     last_activity_at = models.DateTimeField(null=True, blank=True)
     # Envelopes as canonical JSON text with a SHA-256 checksum, verified on read.
@@ -767,7 +767,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    # Shell-style globs on job names the token is limited to (SPEC §11); NULL:
+    # Shell-style globs on job names the token is limited to (contract §4.1); NULL:
     # every job.
     job_patterns = models.JSONField(null=True, blank=True)
 

@@ -1,4 +1,4 @@
-"""Roles: Django groups and the permissions they carry (SPEC §4, §9 "Roles"), for
+"""Roles: Django groups and the permissions they carry (contract §4.1), for
 the API, the console and the selectors alike.
 
 The permissions are rows on the ``oxide_batch.jobexecution`` content type (no
@@ -12,7 +12,7 @@ the database; an operator can run it after a manual clean-up).
 | ``batch-runtime`` | ✔ | ✔ | ✔ | |
 | ``batch-operator`` | ✔ | | ✔ | ✔ |
 
-The operator actions are separate permissions (SPEC §10): ``recover_execution``,
+The operator actions are separate permissions (contract §4.1): ``recover_execution``,
 ``abandon_execution``, ``stop_execution``, ``hold_instance`` (place and release)
 and ``purge_metadata`` (survey and apply); migration ``0013`` creates them and
 grants them to ``batch-operator``. The ``operate_batch`` permission of 0009 is
@@ -35,7 +35,7 @@ ABANDON_EXECUTION = "abandon_execution"
 STOP_EXECUTION = "stop_execution"
 HOLD_INSTANCE = "hold_instance"
 PURGE_METADATA = "purge_metadata"
-# Each operator action's own permission (SPEC §10).
+# Each operator action's own permission (contract §4.1).
 OPERATOR_PERMISSIONS = (
     RECOVER_EXECUTION,
     ABANDON_EXECUTION,

@@ -85,7 +85,7 @@ def repository_is_empty() -> bool:
 def unresolved_executions_queryset(
     *, now: datetime, inactive_for: timedelta
 ) -> QuerySet[models.JobExecution]:
-    """Executions needing an operator (SPEC §5 dashboard, ``unresolved_for``):
+    """Executions needing an operator (``unresolved_for``, the dashboard; contract §2.5.3, §5.3):
     UNKNOWN, or STARTING/STARTED/STOPPING with no activity (``last_activity_at``:
     runtime writes and owner observations) and no step write (the steps'
     ``last_activity_at``) since ``now - inactive_for``.
@@ -104,7 +104,7 @@ def unresolved_executions_queryset(
 
 def _silent_since(cutoff: datetime) -> Q:
     """No activity of the execution in ``OuterRef`` since ``cutoff``: no runtime
-    write or owner observation, and no step write (SPEC §9)."""
+    write or owner observation, and no step write (contract §2.5.3)."""
     recent_step_write = models.StepExecution.objects.filter(
         job_execution_id=OuterRef("pk"), last_activity_at__gte=cutoff
     )
@@ -117,7 +117,7 @@ def needs_attention_queryset(
     """The executions a recovery may resolve now (the console's "needs
     attention", the dashboard's unresolved list, the gauge): UNKNOWN; claimed
     and active with its owner's lease expired (silent longer than
-    ``lease_ttl``, SPEC §11); unclaimed and active, silent longer than
+    ``lease_ttl``, contract §2.5.3); unclaimed and active, silent longer than
     ``stale_after``. On the partial index ``ob_execution_unresolved``, as
     :func:`unresolved_executions_queryset`. Unordered."""
     return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
@@ -188,7 +188,7 @@ def unresolved_executions(
 
 def _views(queryset: QuerySet[models.JobExecution]) -> QuerySet[Any, dict[str, Any]]:
     """Rows for :class:`ExecutionView` with the newest step write, so a view's
-    ``activity_at`` is SPEC §9's activity."""
+    ``activity_at`` is contract §2.5.3's activity."""
     rows: QuerySet[Any, dict[str, Any]] = queryset.annotate(
         newest_step_write_at=newest_step_write()
     ).values(*CONTROL_COLUMNS, "newest_step_write_at")

@@ -9,7 +9,7 @@ submitted, and without any row to act on there is no confirm button. For
 recover each row shows its proposal; the proposals of all rows are read
 together (``OperatorService.propose_many``), so the page runs the same number
 of queries for 1 row as for 100. A row to recover that is only not stale yet
-(SPEC §11) carries its inputs too, posted apart (``overridable``): it is
+(contract §2.5.5) carries its inputs too, posted apart (``overridable``): it is
 recovered only when the operator ticks the override and gives a note, which
 the service records on the decision; without the override it stays untouched
 and its row says so.
@@ -37,7 +37,7 @@ and what it means; a double submit replays instead of acting twice. When a row
 is refused because it changed since the page loaded, the page is shown again
 from one fresh read and the refusal states that read's values.
 
-Each action needs its own permission (SPEC §10: ``recover_execution``,
+Each action needs its own permission (contract §4.1: ``recover_execution``,
 ``abandon_execution``, ``stop_execution``, ``hold_instance`` — all granted to
 batch-operator); without it the action is not offered in the changelist and its
 view raises ``PermissionDenied`` naming the permission

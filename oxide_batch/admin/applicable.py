@@ -116,7 +116,7 @@ OVERRIDE_HINT = (
 
 def recovery_overridable(proposal: RecoveryProposal | None) -> bool:
     """Whether only the operator's override stands between the proposal and a
-    recovery (SPEC §11): an active execution that is not stale yet — its
+    recovery (contract §2.5.5): an active execution that is not stale yet — its
     owner's lease is held, or it has not been inactive long enough. Any other
     ineligible execution (finished) is never recovered, override or not."""
     return proposal is not None and proposal.reason_code == ExecutionNotStale.code

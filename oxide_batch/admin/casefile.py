@@ -13,7 +13,7 @@ after a recovery ended it), and the operators' and the watchdog's acts as
 events of their own — each recovery decision, stop request, abandon, and hold
 placed or released on the instance — with who and why.
 
-"Last activity" is the runtime's only (SPEC §9): the execution's and its
+"Last activity" is the runtime's only (contract §2.5.3): the execution's and its
 steps' ``last_activity_at``, never a row's ``updated_at`` (a recovery moves
 it); with a proposal, exactly the proposal's — and the page reads every
 relative time at the proposal's instant, so one fact has one value.
@@ -67,7 +67,7 @@ TIMELINE_REQUESTS = 10
 TIMELINE_HOLDS = 10
 UNRESOLVED = frozenset(status.value for status in UNRESOLVED_STATUSES)
 
-# What each marker of the evidence means for the decision (SPEC §9).
+# What each marker of the evidence means for the decision (contract §2.5.4).
 MARKERS = {
     "unknown_commit": (
         "Unknown commit",
@@ -132,7 +132,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     else:
         now = timezone.now()
         last = latest(obj.last_activity_at, getattr(obj, "newest_step_write", None))
-    # The owner's lease when one is recorded (SPEC §11), else the stale threshold.
+    # The owner's lease when one is recorded (contract §2.5.3), else the stale threshold.
     threshold = proposal.threshold if proposal else batch_settings.RECOVERY_STALE_AFTER
     steps = _steps(obj.pk)
     decisions = list(

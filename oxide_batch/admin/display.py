@@ -155,7 +155,7 @@ def inactivity(
     compact: bool = False,
 ) -> SafeString:
     """How long an active execution has been silent, against the recovery
-    threshold: over it the row is eligible for recovery (SPEC §9). UNKNOWN is
+    threshold: over it the row is eligible for recovery (contract §2.5.4). UNKNOWN is
     always eligible; a finished row is not inactive, it is done. ``compact``
     (a list cell): "stale 5 h 09 min" with the threshold in the tooltip."""
     if status == "UNKNOWN":
@@ -200,7 +200,7 @@ def failure(
 ) -> SafeString:
     """A redacted failure as an operator can use it: the category, what it means
     and what is usually done, and the failure id — a link to its text when
-    ``OXIDE_BATCH_FAILURE_URL_TEMPLATE`` is set (SPEC §10). Nothing else about a
+    ``OXIDE_BATCH_FAILURE_URL_TEMPLATE`` is set (contract §5.5). Nothing else about a
     failure is stored, and the page says so.
 
     A failure a recovery decision wrote (``decision_id``; see
@@ -263,7 +263,7 @@ def recorded_by_decision(
 ) -> int | None:
     """The recovery decision that wrote a row's failure, if one did: every
     failure of a step a decision resolved (its unfinished steps get the
-    decision's failure, SPEC §10), and an execution's failure when the decision
+    decision's failure, contract §2.5.6), and an execution's failure when the decision
     marked it FAILED (``failed_at`` set: a resolved execution takes no runtime
     transition after, and an ABANDON decision keeps the failure it had)."""
     if recovery_decision_id is None:
@@ -312,7 +312,7 @@ def parameters(items: list[dict[str, Any]] | None) -> SafeString:
     """An instance's identifying parameters as an operator may see them: every
     name with its type, the value only for names listed in
     ``OXIDE_BATCH_VISIBLE_PARAMETERS`` (parameters are sensitive by default,
-    SPEC §4) — the same rule as the API."""
+    contract §4.3) — the same rule as the API."""
     if not items:
         return format_html("{}", "none")
     visible = batch_settings.VISIBLE_PARAMETERS

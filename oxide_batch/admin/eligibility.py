@@ -1,4 +1,4 @@
-"""Why a recovery is or was allowed, in words, for the console (SPEC §11).
+"""Why a recovery is or was allowed, in words, for the console (contract §2.5.4, §2.5.5).
 
 An active execution with an owner holds a lease (``OXIDE_BATCH_LEASE_TTL``
 after its latest activity) and is eligible once it expired; one without an

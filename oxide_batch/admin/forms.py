@@ -27,7 +27,7 @@ against the row as the first submit left it). A digest, version or marker
 that is not the page's is "this form was altered", never mistaken for
 evidence that changed (which the service reports after a real change).
 
-The override (SPEC §11) is explicit: the rows it would recover (active, not
+The override (contract §2.5.5) is explicit: the rows it would recover (active, not
 stale yet) are posted apart from the others (``overridable``), and they are
 acted on only when the box is ticked, each with the note — the domain's
 :func:`~oxide_batch.domain.recovery.validate_override_note` checks it here, so

@@ -433,7 +433,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                     )[:1]
                 ),
                 # The newest runtime write of a step (chunk, checkpoint,
-                # transition) also counts as activity (SPEC §9) — never the
+                # transition) also counts as activity (contract §2.5.3) — never the
                 # steps' updated_at, which a recovery moves; for the page's rows.
                 newest_step_write=newest_step_write(),
                 # What became of a failure (abandoned, rerun), for failed rows.
@@ -512,7 +512,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="inactivity")
     def inactivity(self, obj: Any) -> SafeString:
-        # An owned execution is stale once its owner's lease expired (SPEC §11).
+        # An owned execution is stale once its owner's lease expired (contract §2.5.3).
         owned = bool(getattr(obj, "has_owner", False))
         return inactivity(
             obj.status,

@@ -4,7 +4,7 @@ the threshold (or the lease) as durations, the evidence times relative and
 absolute (UTC), the latest step by name with its status badge, the markers,
 and a short prefix of the evidence digest (the full digest is posted back).
 
-One value per fact: "last activity" is SPEC §9's activity
+One value per fact: "last activity" is contract §2.5.3's activity
 (``evidence.activity_at``, the later of the execution's own runtime write and
 its newest step write — what the case file and the API call last activity),
 and every relative time is read at the proposal's own clock instant (its
@@ -13,7 +13,7 @@ activity plus its inactivity), so "inactive for 15m 34s" and "last activity
 
 Also what a recovery will do to a row (:func:`recovery_outcome`): the status
 it ends in for each disposition and the unfinished steps that end FAILED
-either way (SPEC §10), read for all rows in one query (:func:`unfinished_steps`).
+either way (contract §2.5.6), read for all rows in one query (:func:`unfinished_steps`).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def unfinished_steps(execution_ids: Collection[int]) -> dict[int, tuple[list[dic
 def recovery_outcome(
     pk: int, proposal: RecoveryProposal, steps: list[dict[str, Any]], total: int
 ) -> dict[str, SafeString]:
-    """What a recovery of execution ``pk`` does (SPEC §10): the status it ends
+    """What a recovery of execution ``pk`` does (contract §2.5.6): the status it ends
     in with each disposition, and the unfinished steps that end FAILED with
     either — with MARK_FAILED carrying the chosen category, with ABANDON
     STALE_RECOVERED (UNKNOWN_COMMIT when the row carries the marker)."""

@@ -144,7 +144,7 @@ def refusal(error: OxideBatchError, row_now: Callable[[], str] | None = None) ->
 def snapshot_now(row: Mapping[str, Any] | None) -> str:
     """What an execution is now, for a stale refusal, from the confirmation
     row the page shows again (the same read): version, status, and for a row
-    with a proposal its last activity (SPEC §9's, as the page and the case file
+    with a proposal its last activity (contract §2.5.3's, as the page and the case file
     show it: absolute UTC) and inactivity at the proposal's instant."""
     if row is None:
         return "it no longer exists (purged)"

@@ -3,7 +3,7 @@
 ``Authorization: Token <token>`` as DRF's ``TokenAuthentication`` reads it
 (same header parsing, 401 answers and ``WWW-Authenticate: Token``), and the same
 token as ``Authorization: Bearer <token>`` (RFC 6750: what most HTTP clients and
-API gateways send; SPEC §11), the keyword compared case-insensitively.
+API gateways send; contract §4.1), the keyword compared case-insensitively.
 The token's first 12 characters find its row (one indexed lookup, which also
 reads the user's flags and the batch permissions it holds:
 :func:`oxide_batch.selectors.token_credentials`); the SHA-256 of the whole

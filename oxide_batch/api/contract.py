@@ -6,7 +6,7 @@ another authentication, ``AllowAny``, page-number pagination, a browsable API,
 its own exception handler, a versioning scheme. Every class DRF would take
 from those settings is named here, so the endpoints under ``oxide_batch.urls``
 answer the same in any host: token (then session) authentication with 401 for
-anonymous callers, the strict JSON parser (SPEC §9), JSON out, keyset pages,
+anonymous callers, the strict JSON parser (contract §4.5), JSON out, keyset pages,
 and application/problem+json for every error, a defect's 500 included. The
 host's own DRF views keep the host's settings: nothing here is global.
 

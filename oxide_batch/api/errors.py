@@ -73,7 +73,7 @@ NON_FIELD = "non_field_errors"
 
 # The one table of typed errors → HTTP status; the first matching class wins.
 STATUS_BY_CLASS: tuple[tuple[type[OxideBatchError], int], ...] = (
-    # Input-shaped repository variants (SPEC §9): 400 with their own code.
+    # Input-shaped repository variants (contract §4.6): 400 with their own code.
     (IdentifierOutOfRange, 400),
     (EmptyPartitionPlan, 400),
     (PartitionPlanTooLarge, 400),
@@ -82,7 +82,7 @@ STATUS_BY_CLASS: tuple[tuple[type[OxideBatchError], int], ...] = (
     # Domain values that could not be built from the input: 400 invalid_request.
     (DomainError, 400),
     (NotFound, 404),
-    # A token limited to other jobs (SPEC §11): forbidden, naming the job.
+    # A token limited to other jobs (contract §4.1): forbidden, naming the job.
     (JobNotPermitted, 403),
     # The repository cannot answer now: retry later (a commit outcome: re-read first).
     (Unavailable, 503),
@@ -163,7 +163,7 @@ def typed_problem(error: OxideBatchError) -> tuple[int, dict[str, Any]]:
         return status, invalid_request({NON_FIELD: [error_entry(error)]})
     fields = {problem_member(name): value for name, value in error.details().items()}
     if getattr(error, "replayed", False):
-        # A recorded refusal answered again (SPEC §9): the same problem, marked.
+        # A recorded refusal answered again (contract §2.5.9): the same problem, marked.
         fields["replayed"] = True
     return status, problem(status, error.code, error.message, **fields)
 

@@ -1,7 +1,7 @@
 """Serializer fields that accept exactly the JSON type they name.
 
 DRF's own fields coerce (``"12"`` and ``12.0`` pass an ``IntegerField``, ``12``
-passes a ``CharField``, strings are trimmed); the API refuses instead (SPEC §9:
+passes a ``CharField``, strings are trimmed); the API refuses instead (contract §4.5:
 a number that is not an integer where an integer is expected → 400).
 """
 
@@ -173,7 +173,7 @@ class StrictBooleanField(serializers.BooleanField):
 
 class EnumField(serializers.ChoiceField):
     """One of an enum's values, as a JSON string (durable codes); a value outside
-    them is refused with the list of valid ones (SPEC §11: errors that say what
+    them is refused with the list of valid ones (contract §4.6: errors that say what
     to do)."""
 
     def __init__(self, enum_class: type[enum.Enum], **kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""List filters (django-filter), SPEC §9: ``status`` (repeatable), ``job_name``,
+"""List filters (django-filter), contract §4.4: ``status`` (repeatable), ``job_name``,
 ``created_after``/``created_before``, ``ended_after``/``ended_before``,
 ``unresolved_for`` (seconds or a duration such as ``15m``: UNKNOWN, or active
 without activity for that long);
@@ -49,7 +49,7 @@ MAX_UNRESOLVED_SECONDS = int(MAX_AGE.total_seconds())
 
 
 def unresolved_age(value: str) -> timedelta:
-    """``unresolved_for``: seconds (``900``) or a duration (``15m``, SPEC §10),
+    """``unresolved_for``: seconds (``900``) or a duration (``15m``, contract §4.4),
     0 to ten years — :func:`~oxide_batch.domain.durations.parse_age`, the very
     syntax of ``batch_executions --unresolved-for``."""
     try:

@@ -1,4 +1,4 @@
-"""Keyset (cursor) pagination: newest first by id, no COUNT (SPEC §4 "Lists").
+"""Keyset (cursor) pagination: newest first by id, no COUNT (contract §4.4).
 
 A page is one query (``id < position ORDER BY id DESC LIMIT size + 1``), so a
 traversal never shows a row twice or out of order, even while rows are added

@@ -1,4 +1,4 @@
-"""A strict JSON parser: what JSON allows but the API refuses (SPEC §9).
+"""A strict JSON parser: what JSON allows but the API refuses (contract §4.5).
 
 Repeated keys, NaN/Infinity, nesting deeper than 64 levels, invalid UTF-8 and
 lone surrogates are 400 ``invalid_request`` (``errors.body``); a body larger

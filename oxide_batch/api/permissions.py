@@ -36,7 +36,7 @@ def may_see_payloads(request: Request) -> bool:
 
 class MissingPermission(exceptions.PermissionDenied):
     """403 ``permission_denied`` naming the permission the action needs and the
-    groups that grant it (SPEC §11: errors that say what to do)."""
+    groups that grant it (contract §4.6: errors that say what to do)."""
 
     def __init__(self, codename: str) -> None:
         self.permission = perm(codename)

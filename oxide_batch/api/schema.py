@@ -112,7 +112,7 @@ class BatchSchema(AutoSchema):
       empty value the domain refuses (``empty_name``).
     - drf-spectacular documents request bodies of PUT, PATCH and POST only; the
       hold release (``DELETE instances/{id}/hold``) carries one too (reason code
-      and operation id, SPEC §4), so a DELETE is documented like a POST."""
+      and operation id, contract §4.2), so a DELETE is documented like a POST."""
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> Any:
         schema = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]

@@ -62,7 +62,7 @@ class DefinitionRef:
 
 @dataclass(frozen=True)
 class LeaseRef:
-    """An owner's lease (SPEC §11): its TTL and when it expires."""
+    """An owner's lease (contract §2.5.3): its TTL and when it expires."""
 
     ttl_seconds: int
     expires_at: datetime
@@ -72,7 +72,7 @@ class LeaseRef:
 class ExecutionExtras:
     """What the API shows of an execution beyond the domain value.
 
-    ``last_activity_at`` is SPEC §9's activity: the latest runtime write, owner
+    ``last_activity_at`` is contract §2.5.3's activity: the latest runtime write, owner
     observation or step write (a chunk commit moves it; ``updated_at``, the
     row's last versioned write, does not). ``lease`` is the owner's lease while
     the execution is active and an owner is recorded (``None`` otherwise)."""

@@ -1,4 +1,4 @@
-"""``api/v1/`` routes (SPEC §4; namespace ``oxide_batch:api``): runtimes and
+"""``api/v1/`` routes (contract §4.2; namespace ``oxide_batch:api``): runtimes and
 readers, then the operator's (recovery, stop, abandon, holds, purge) and the
 append-only audit lists."""
 

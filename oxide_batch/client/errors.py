@@ -175,7 +175,7 @@ class LostWrite(ExecutionFenced):
 
 class StepSkipped(Exception):
     """A restart skips this step: it COMPLETED (or was ABANDONED) in an earlier
-    attempt (SPEC §11, as Spring Batch skips a completed step). ``run.run_step``
+    attempt (contract §2.3.2, as Spring Batch skips a completed step). ``run.run_step``
     skips its work and goes on; ``with run.step(...)`` cannot skip its block, so
     it raises this on entering — use ``run.run_step(name, work)`` in a job that
     may restart, or ``allow_start_if_complete=True`` to run the step again."""

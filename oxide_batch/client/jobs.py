@@ -230,7 +230,7 @@ class JobRun:
         Batch skips it — unless ``allow_start_if_complete`` (it runs from the
         start, nothing taken over). Returns the step run (``skipped`` tells).
         An earlier attempt that left the step UNKNOWN raises the repository's
-        ``NotRestartable``: it is resolved first (SPEC §11)."""
+        ``NotRestartable``: it is resolved first (contract §2.3.2)."""
         step = self.step(
             name,
             node_id=node_id,

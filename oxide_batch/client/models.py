@@ -93,7 +93,7 @@ class _Run:
     counts: ExecutionCounts
     failure: FailureSummary | None
     version: int
-    # SPEC §9's activity (None from a server older than the member); keyword-only
+    # contract §2.5.3's activity (None from a server older than the member); keyword-only
     # with a default so values built by hand need not name it.
     last_activity_at: datetime | None = field(default=None, kw_only=True)
 
@@ -117,7 +117,7 @@ class _Run:
 
 @dataclass(frozen=True)
 class Lease:
-    """The owner's lease of an active, claimed execution (SPEC §11): it expires
+    """The owner's lease of an active, claimed execution (contract §2.5.3): it expires
     ``ttl_seconds`` after the owner's latest activity, at ``expires_at``."""
 
     ttl_seconds: int

@@ -56,7 +56,7 @@ class OperatorClient(ApiTransport):
     ) -> OperatorOutcome:
         """Resolve the execution the proposal describes, at the version and with the
         evidence digest it showed. ``override_note``: the operator knows the worker
-        is gone — recover an active execution before it is stale (SPEC §11), the
+        is gone — recover an active execution before it is stale (contract §2.5.5), the
         note recorded on the decision."""
         _, document = self._post(
             f"executions/{proposal.job_execution_id}/recover",

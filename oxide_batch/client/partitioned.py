@@ -99,7 +99,7 @@ def run_partitioned_step(
         created = watch.write(None, lambda: client.create_step(run.execution, name))
     except NotRestartable as refused:
         # A restart skips a parent that COMPLETED (or was ABANDONED) earlier
-        # (SPEC §11): its partitions are done; it is answered as it stands.
+        # (contract §2.3.2): its partitions are done; it is answered as it stands.
         if previous is not None and refused.status in SKIPPED:
             log.info(
                 "partitioned step %r is %s from an earlier attempt: skipped", name, refused.status

@@ -319,7 +319,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         """A new step (STARTING). In a restart attempt it takes over its earlier
         FAILED or STOPPED row; an earlier COMPLETED one is ``NotRestartable``
         (a restart skips it) unless ``allow_start_if_complete`` (it starts
-        fresh); ABANDONED and UNKNOWN ones are ``NotRestartable`` (SPEC §11).
+        fresh); ABANDONED and UNKNOWN ones are ``NotRestartable`` (contract §2.3.2).
         ``reconcile`` settles a ``CommitOutcomeUnknown``: the execution's step of
         that name, when there is one, is this one; else the request is sent again."""
         body = {

@@ -5,7 +5,7 @@ chunk boundaries consult (stdlib only; built on :class:`RuntimeClient`).
 newest earlier row of the same step: counts, checkpoint, context), moves it to
 STARTED, and commits chunks with the reconciling rule of
 :mod:`oxide_batch.client.reconcile`. After every chunk it observes ``control``
-(SPEC §9). Leaving it ends the step: COMPLETED, STOPPED after
+(contract §2.5.3). Leaving it ends the step: COMPLETED, STOPPED after
 :class:`StopRequested`, UNKNOWN (``UNKNOWN_COMMIT``) after a commit whose outcome
 stayed unknown, FAILED with a failure summary after any other exception — the
 exception's text stays in this process's log under the failure id. After
@@ -53,7 +53,7 @@ T = TypeVar("T")
 CHECKPOINT_SCHEMA = "oxide_batch.checkpoint"
 CONTEXT_SCHEMA = "oxide_batch.context"
 
-# A refusal of these kinds may mean an operator took the row away (SPEC §10:
+# A refusal of these kinds may mean an operator took the row away (contract §2.5.6:
 # after a recovery the old worker's writes are 409); a re-read tells.
 FENCING_ERRORS = (
     StaleVersion,

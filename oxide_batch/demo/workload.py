@@ -75,7 +75,7 @@ class Workload:
     ) -> None:
         """Start each step, run it for a while and end it; the last one ends in
         ``last``. In a restart, a step that COMPLETED in an earlier attempt is
-        skipped, as a Spring Batch runtime skips it (SPEC §11)."""
+        skipped, as a Spring Batch runtime skips it (contract §2.3.2)."""
         for index, name in enumerate(names):
             target = last if index == len(names) - 1 else S.COMPLETED
             try:

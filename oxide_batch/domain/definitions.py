@@ -1,5 +1,5 @@
 """Job definitions: canonical manifests identified by their digest, and
-directed upgrade edges between them (SPEC §2.2)."""
+directed upgrade edges between them (contract §2.2.3, §2.2.4)."""
 
 from __future__ import annotations
 

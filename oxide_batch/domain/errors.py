@@ -378,8 +378,8 @@ class RestartRequiresNewAttempt(LifecycleError):
 @dataclass(eq=False)
 class NotRestartable(LifecycleError):
     """An attempt (or, with ``step_name``, a step of a restart attempt) that may
-    not be restarted from its earlier row in ``status`` (SPEC §11 "Restart skips
-    what completed"): COMPLETED and ABANDONED steps are skipped, an UNKNOWN one
+    not be restarted from its earlier row in ``status`` (contract §2.3.2: a restart
+    skips what completed): COMPLETED and ABANDONED steps are skipped, an UNKNOWN one
     waits for an operator. ``step_execution_id`` is the earlier row."""
 
     code: ClassVar[str] = "not_restartable"
@@ -736,7 +736,7 @@ class AbandonedInstance(RepositoryError):
 @dataclass(eq=False)
 class ExecutionAlreadyActive(RepositoryError):
     """A launch while an attempt is unresolved. Beyond the attempt and its status
-    it says what the operator needs to decide: when it was last active (SPEC §9,
+    it says what the operator needs to decide: when it was last active (contract §2.5.3,
     RFC 3339), whether an owner holds it and until when (``lease_expires_at``),
     and the way out (``next_step``). The optional fields are ``None`` in refusals
     recorded before they existed."""
@@ -889,7 +889,7 @@ class ExecutionOwned(RepositoryError):
     """Another owner holds the execution: another token was claimed
     (``other_user`` false or ``None``), or another runtime user's token claimed it
     and only that user may write to it and anything under it (``other_user``
-    true, SPEC §11 "Only the claimant writes")."""
+    true, contract §2.5.2)."""
 
     code: ClassVar[str] = "execution_owned"
     id: int
@@ -937,7 +937,7 @@ class UnsupportedCapability(RepositoryError):
 
 @dataclass(eq=False)
 class DefinitionNotFound(NotFound):
-    """SPEC §9: an unknown definition digest."""
+    """contract §2.2.3: an unknown definition digest."""
 
     code: ClassVar[str] = "definition_not_found"
     digest: str
@@ -964,8 +964,8 @@ class OperationIdConflict(RepositoryError):
 class ExecutionNotStale(RepositoryError):
     """Recovery of an active execution that is not inactive long enough: without
     an owner, ``threshold_seconds`` is the stale threshold; with one, it is the
-    lease TTL and ``lease_expires_at`` (RFC 3339) when the lease runs out (SPEC
-    §11). An operator who knows the worker is gone may override (with a note)."""
+    lease TTL and ``lease_expires_at`` (RFC 3339) when the lease runs out (contract
+    §2.5.3). An operator who knows the worker is gone may override (with a note)."""
 
     code: ClassVar[str] = "execution_not_stale"
     id: int
@@ -1017,7 +1017,7 @@ class UnresolvedRecoveryRequired(RepositoryError):
 
 @dataclass(eq=False)
 class StepExecutionExists(RepositoryError):
-    """SPEC §9: a repeated step name within one job execution."""
+    """contract §2.3.1: a repeated step name within one job execution."""
 
     code: ClassVar[str] = "step_execution_exists"
     job_execution_id: int
@@ -1030,7 +1030,7 @@ class StepExecutionExists(RepositoryError):
 
 @dataclass(eq=False)
 class InvalidState(RepositoryError):
-    """SPEC §9: an operation on a row whose status does not allow it. ``hint``
+    """contract §4.6: an operation on a row whose status does not allow it. ``hint``
     says what comes first or what it means (``None``: nothing to add)."""
 
     code: ClassVar[str] = "invalid_state"
@@ -1047,7 +1047,7 @@ class InvalidState(RepositoryError):
 @dataclass(eq=False)
 class JobNotPermitted(RepositoryError):
     """A token limited to some job names (``batch_token create --job PATTERN``)
-    used on another job (SPEC §11): 403, naming the job and the token's patterns."""
+    used on another job (contract §4.1): 403, naming the job and the token's patterns."""
 
     code: ClassVar[str] = "job_not_permitted"
     job_name: str

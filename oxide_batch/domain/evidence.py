@@ -1,4 +1,4 @@
-"""Operator control and evidence-based recovery (SPEC §2.5, §9).
+"""Operator control and evidence-based recovery (contract §2.5).
 
 Stop requests and ownership evidence
     An operator's stop request records who and when on a STARTING or STARTED
@@ -11,13 +11,13 @@ Stop requests and ownership evidence
 Recovery proposal
     ``RecoveryEvidence`` is what the repository reads about one execution;
     ``propose_recovery`` adds eligibility and inactivity for a given clock
-    instant, and ``check_recovery`` applies SPEC §9's check order when an
+    instant, and ``check_recovery`` applies contract §2.5.5's check order when an
     operator sends a recovery back.
 
-Owner leases (SPEC §11)
+Owner leases (contract §2.5.3)
     A claimed execution's owner holds a lease of the lease TTL: it expires TTL
     after the owner's latest activity (its writes to the execution and its
-    steps, its control observations — the activity of SPEC §9). Nothing stores
+    steps, its control observations — the activity of contract §2.5.3). Nothing stores
     it: ``lease_expires_at`` derives it from the activity already recorded. An
     owned execution whose lease expired is eligible at once
     (``Eligibility.LEASE_EXPIRED``); one without an owner keeps the inactivity
@@ -161,7 +161,7 @@ class ExecutionView:
 
     @property
     def activity_at(self) -> datetime:
-        """SPEC §9's activity (the API's ``last_activity_at``); a row without
+        """contract §2.5.3's activity (the API's ``last_activity_at``); a row without
         the column (written outside the adapter) counts from ``updated_at``."""
         own = self.last_activity_at or self.execution.updated_at
         return latest_activity(own, self.newest_step_write_at)
@@ -308,7 +308,7 @@ class LatestStep:
 
 
 def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:
-    """SPEC §9's activity of an execution: the later of its own (runtime writes and
+    """contract §2.5.3's activity of an execution: the later of its own (runtime writes and
     the owner's observations, the row's ``last_activity_at``) and its newest step
     write (transition, chunk commit: the steps' ``last_activity_at``)."""
     return own if newest_step_write is None else max(own, newest_step_write)
@@ -355,7 +355,7 @@ class RecoveryEvidence:
 
     @property
     def activity_at(self) -> datetime:
-        """SPEC §9's activity: the latest of the execution's own activity
+        """contract §2.5.3's activity: the latest of the execution's own activity
         (``last_activity_at``) and its steps' writes — what the API and the
         commands call ``last_activity_at`` on an execution and a proposal."""
         return latest_activity(self.last_activity_at, self.newest_step_write_at)
@@ -505,7 +505,7 @@ def check_recovery(
     reason_code: str,
     override: bool = False,
 ) -> Eligibility:
-    """Refuse a recovery in SPEC §9's order, given a proposal recomputed now.
+    """Refuse a recovery in contract §2.5.5's order, given a proposal recomputed now.
 
     ``StaleVersion`` → ``RecoveryNotAllowed`` → ``ExecutionNotStale`` (skipped
     with ``override``: an operator's statement that the worker is gone) →
@@ -537,7 +537,7 @@ def check_recovery(
 def requires_unknown_effect(
     disposition: RecoveryDisposition, unknown_commit: bool, reason_code: str
 ) -> bool:
-    """SPEC §9's rule, in one place (the service's check and the console's form
+    """contract §2.5.5's rule, in one place (the service's check and the console's form
     read it): marking an unknown commit FAILED needs the reason code
     ``UNKNOWN_EFFECT`` — its effect may have happened."""
     return (
@@ -548,7 +548,7 @@ def requires_unknown_effect(
 
 
 def default_failure_category(proposal: RecoveryProposal) -> FailureCategory:
-    """SPEC §9: UNKNOWN_COMMIT with the unknown-commit marker, else STALE_RECOVERED."""
+    """contract §2.5.5: UNKNOWN_COMMIT with the unknown-commit marker, else STALE_RECOVERED."""
     if proposal.unknown_commit:
         return FailureCategory.UNKNOWN_COMMIT
     return FailureCategory.STALE_RECOVERED

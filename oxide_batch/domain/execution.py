@@ -211,7 +211,7 @@ class JobExecution(_Execution):
     definition_id: int
     restart_of_id: int | None = None
     upgrade_id: int | None = None
-    # The recovery decision that resolved it: the runtime is fenced (SPEC §10).
+    # The recovery decision that resolved it: the runtime is fenced (contract §2.5.6).
     recovery_decision_id: int | None = None
 
 
@@ -223,8 +223,8 @@ class StepExecution(_Execution):
     job_execution_id: int
     step_name: str
     node_id: str
-    # The recovery decision that resolved it to FAILED: fenced (SPEC §10).
+    # The recovery decision that resolved it to FAILED: fenced (contract §2.5.6).
     recovery_decision_id: int | None = None
-    # The runtime's latest write to it (SPEC §9); ``None`` only for rows written
+    # The runtime's latest write to it (contract §2.5.3); ``None`` only for rows written
     # outside the repository. A recovery never moves it.
     last_activity_at: datetime | None = None

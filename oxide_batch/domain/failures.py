@@ -1,10 +1,10 @@
 """What each failure category means to an operator, and where its text lives.
 
-Failures are redacted by design (SPEC §2): a row stores a category and an
+Failures are redacted by design (contract §2): a row stores a category and an
 opaque failure id, never text. The console explains the category in words and,
 with ``OXIDE_BATCH_FAILURE_URL_TEMPLATE``, turns the failure id into a link to
 the team's log search or error tracker, where the runtime logged the text under
-that id (SPEC §10).
+that id (contract §5.5).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def failure_help(code: str) -> FailureHelp | None:
     return _HELP_BY_CODE.get(code)
 
 
-# The placeholders a failure URL template may use (SPEC §10).
+# The placeholders a failure URL template may use (contract §5.5).
 FAILURE_URL_PLACEHOLDERS = frozenset({"failure_id", "execution_id", "job_name"})
 
 

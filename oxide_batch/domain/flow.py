@@ -1,4 +1,4 @@
-"""Flow plans (format-2/3 manifests) and flow decisions (SPEC §2.3, §9 "Shapes").
+"""Flow plans (format-2/3 manifests) and flow decisions (contract §2.3.4, §2.3.5).
 
 A plan is a graph of nodes and transitions; a transition's pattern is an exit
 code or a glob with ``*`` and ``?``, and the most specific matching pattern
@@ -109,7 +109,7 @@ class PlanTransition:
 
     @property
     def specificity(self) -> tuple[int, int, int, int]:
-        """Smaller is more specific: fewer wildcards (SPEC §9), then — as Spring
+        """Smaller is more specific: fewer wildcards (contract §2.3.5), then — as Spring
         Batch's comparator — fewer ``*`` than ``?``, more literal characters, and
         finally manifest order."""
         literals = len(self.pattern) - self.wildcards

@@ -1,4 +1,4 @@
-"""Job scopes: a token limited to some job names (SPEC §11 "Only the claimant writes").
+"""Job scopes: a token limited to some job names (contract §4.1).
 
 A scope is a tuple of shell-style patterns on the job name: ``*`` stands for any
 run of characters (none included), ``?`` for exactly one; every other character

@@ -1,4 +1,4 @@
-"""Launch and restart rules (SPEC §2.2): when may an instance get a new attempt?"""
+"""Launch and restart rules (contract §2.2.2): when may an instance get a new attempt?"""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def step_takes_over(
     allow_start_if_complete: bool = False,
     partition_rerun: bool = False,
 ) -> bool:
-    """What a step of a restart attempt does with its newest earlier row (SPEC
-    §11 "Restart skips what completed", Spring Batch's ``shouldStart``):
+    """What a step of a restart attempt does with its newest earlier row
+    (contract §2.3.2, Spring Batch's ``shouldStart``):
     ``True`` takes over its counts, checkpoint and context; ``False`` starts
     fresh; ``NotRestartable`` (naming the step and the earlier row) refuses it.
 

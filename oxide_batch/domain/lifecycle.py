@@ -1,4 +1,4 @@
-"""The lifecycle table (SPEC §2.1) and compare-and-swap transitions.
+"""The lifecycle table (contract §2.1) and compare-and-swap transitions.
 
 Rules are data: ``LEGAL_TRANSITIONS`` is the table, ``RUNTIME_JOB_TRANSITIONS``
 the part of it a runtime may use on a job execution. A transition checks, in
@@ -58,7 +58,7 @@ ABANDONABLE = frozenset(
     for status, targets in LEGAL_TRANSITIONS.items()
     if S.ABANDONED in targets and status is not S.UNKNOWN
 )
-# SPEC §2.1/§9: through the runtime API a runtime moves its own job executions,
+# contract §2.1: through the runtime API a runtime moves its own job executions,
 # but ABANDONED and leaving UNKNOWN are operator decisions. Steps follow the
 # full table.
 RUNTIME_JOB_TRANSITIONS: Mapping[BatchStatus, frozenset[BatchStatus]] = {

@@ -1,4 +1,4 @@
-"""Operator actions and their audit records (SPEC §2.5 "Operator request audit")."""
+"""Operator actions and their audit records (contract §2.5.9)."""
 
 from __future__ import annotations
 

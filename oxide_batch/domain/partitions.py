@@ -1,4 +1,4 @@
-"""Step partitions: plans, keys, and the key-ordered aggregation (SPEC §2.4)."""
+"""Step partitions: plans, keys, and the key-ordered aggregation (contract §2.4)."""
 
 from __future__ import annotations
 

@@ -73,14 +73,14 @@ def _validate_text(value: str, kind: OperatorStringKind, field: str) -> str:
     return value
 
 
-#: An operator's override note (SPEC §11): free text, UTF-8 bytes.
+#: An operator's override note (contract §2.5.5): free text, UTF-8 bytes.
 OVERRIDE_NOTE_MAX_BYTES = 1000
 
 
 def validate_override_note(note: str) -> str:
-    """The note an operator gives when recovering before the rules would (SPEC
-    §11 "Operator override"): 1–1000 UTF-8 bytes, no surrounding whitespace,
-    no control characters (a line of text the audit shows as written)."""
+    """The note an operator gives when recovering before the rules would
+    (contract §2.5.5): 1–1000 UTF-8 bytes, no surrounding whitespace, no control
+    characters (a line of text the audit shows as written)."""
     if not isinstance(note, str) or not note:
         raise RecoveryFieldEmpty(field="override_note")
     if len(note.encode("utf-8")) > OVERRIDE_NOTE_MAX_BYTES:
@@ -106,7 +106,7 @@ class RecoveryRequest:
     operator_reference: str
     evidence_digest: bytes
     failure: FailureSummary | None = None
-    # What the execution's unfinished steps are resolved with (SPEC §10): the
+    # What the execution's unfinished steps are resolved with (contract §2.5.6): the
     # execution's failure for MARK_FAILED; for ABANDON (whose execution gets no
     # new failure) STALE_RECOVERED with a server-generated id unless given.
     steps_failure: FailureSummary | None = None
@@ -246,7 +246,7 @@ FAILURE_ID_GIVEN = "failure_id_given"
 
 
 def new_failure_id() -> int:
-    """A server-generated failure id (SPEC §9): random, positive, 63 bits."""
+    """A server-generated failure id (contract §2.5.5): random, positive, 63 bits."""
     return secrets.randbelow(2**63 - 1) + 1
 
 
@@ -254,7 +254,7 @@ def resolved_step(
     step: StepExecution, failure: FailureSummary, decided_at: datetime
 ) -> StepExecution:
     """An unfinished step of a recovered execution, resolved with the decision
-    (SPEC §10): FAILED with ``failure``, ended at the decision time, version + 1
+    (contract §2.5.6): FAILED with ``failure``, ended at the decision time, version + 1
     — through the lifecycle table (every unfinished status may become FAILED)."""
     metadata, version = compare_and_transition(
         step.metadata,
@@ -268,7 +268,7 @@ def resolved_step(
 def refuse_fenced(
     row: JobExecution | StepExecution, expected_version: int, target: BatchStatus | None = None
 ) -> None:
-    """The fence of SPEC §10: a row a recovery resolved takes no runtime write.
+    """The fence of contract §2.5.6: a row a recovery resolved takes no runtime write.
 
     Nothing for a row no recovery resolved. Otherwise ``StaleVersion`` first
     (the old worker's version is one behind), then ``IllegalTransition`` for a
@@ -306,7 +306,7 @@ def fenced_enrich(
 
 
 def fenced_hint(decision_id: int) -> str:
-    """What a fenced worker is told (SPEC §10–11): the decision that resolved its
+    """What a fenced worker is told (contract §2.5.6): the decision that resolved its
     row, and that it must stop."""
     return (
         f"recovery decision {decision_id} resolved it: its worker is fenced and must stop "

@@ -1,6 +1,6 @@
 """Retention values: holds, audit records, purge criteria, plans and their digest.
 
-A purge works on whole instances (SPEC §2.5). The survey produces a
+A purge works on whole instances (contract §2.5.11). The survey produces a
 :class:`PurgePlan`; apply takes it back whole, recomputes its digest and
 re-checks every candidate with :func:`stale_candidates` under lock, so a
 forged or edited plan can never purge what a survey would not have offered.
@@ -365,7 +365,7 @@ class PurgePlan:
         return sha256_hex(canonical_bytes(document))
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC §9 survey shape."""
+        """The contract §2.5.11 survey shape."""
         return {
             **self.criteria.to_json(),
             "candidates": [candidate.to_json() for candidate in self.candidates],

@@ -1,5 +1,5 @@
 """The API roles: permissions on the job execution content type and the groups
-``batch-viewer``, ``batch-runtime`` and ``batch-operator`` (SPEC §4).
+``batch-viewer``, ``batch-runtime`` and ``batch-operator`` (contract §4.1).
 
 Self-contained on purpose (a migration must not change when app code does);
 ``oxide_batch.roles`` holds the same table and a test keeps them equal.

@@ -1,4 +1,4 @@
-"""Schema version 4 (SPEC §10), which the code needs:
+"""Schema version 4 (contract §2.5.6, §2.5.11), which the code needs:
 
 - retention records carry an outcome: a purge apply or a hold refused by a rule
   is recorded REJECTED with the problem's code and fields, as operator requests

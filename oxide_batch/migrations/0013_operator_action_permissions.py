@@ -1,4 +1,4 @@
-"""Per-action operator permissions (SPEC §10): recover, abandon, stop, hold
+"""Per-action operator permissions (contract §4.1): recover, abandon, stop, hold
 (place and release) and purge (survey and apply), on the job execution content
 type, granted together to ``batch-operator``. ``operate_batch`` (0009) stays
 but the code no longer checks it. Data only: the schema version stays 4.

@@ -1,4 +1,4 @@
-"""Schema version 5 (SPEC §11), which the code needs:
+"""Schema version 5 (contract §2.5.2, §2.5.5, §4.1), which the code needs:
 
 - a job execution records the user whose token claimed it (``owner_user_id``):
   only that user's runtime writes are accepted on it afterwards;

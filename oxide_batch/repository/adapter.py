@@ -62,7 +62,7 @@ class DjangoJobRepository:
         ``runtime_user_id``: the runtime user it writes for (the API's runtime
         endpoints pass the authenticated user): a claim records that user, and
         runtime writes to an execution another user claimed are refused
-        (``ExecutionOwned``, SPEC §11). ``None`` binds nothing (in-process callers).
+        (``ExecutionOwned``, contract §2.5.2). ``None`` binds nothing (in-process callers).
         """
         return DjangoUnitOfWork(
             clock=self.clock,

@@ -1,5 +1,5 @@
 """Stop requests, ownership evidence, control observation and recovery evidence
-in the Django adapter (SPEC §2.5, §9).
+in the Django adapter (contract §2.5.1, §2.5.2, §2.5.4).
 
 Operator actions (a stop request, a claim) are not activity: they never move
 ``last_activity_at`` nor the version, so a running runtime's next CAS is not
@@ -80,7 +80,7 @@ def execution_view_from_row(row: Row) -> ExecutionView:
 def newest_step_write(using: str = "default") -> Subquery:
     """The newest runtime write (``last_activity_at``) of the steps of the
     execution in ``OuterRef("pk")`` (a correlated subquery on the ``ob_step_name``
-    index, led by the execution id): the step half of SPEC §9's activity — a
+    index, led by the execution id): the step half of contract §2.5.3's activity — a
     recovery, which moves the steps' ``updated_at``, never moves it."""
     steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
     newest = steps.order_by(F("last_activity_at").desc(nulls_last=True))
@@ -209,7 +209,7 @@ class ControlOperations(UnitOfWorkBase):
         self, job_execution_id: int, expected_version: int, owner_token: bytes
     ) -> ExecutionView:
         """Record the runtime's 16-byte owner token, and the runtime user of this
-        unit of work as the claimant (SPEC §11: from then on only that user's
+        unit of work as the claimant (contract §2.5.2: from then on only that user's
         runtime writes are accepted; the owner holds a lease while it is active).
 
         Locks the execution row. Raises, in order: ``ExecutionOwned`` when another
@@ -225,7 +225,7 @@ class ControlOperations(UnitOfWorkBase):
         self._check_claimant(pk, row["owner_user_id"])
         execution = job_execution_from_row(row)
         if owner_claim_needs_write(execution, expected_version, recorded_token(row), token):
-            # The claimant user too: only its writes are accepted from now on (SPEC §11).
+            # The claimant user too: only its writes are accepted from now on (contract §2.5.2).
             written = {"owner_token": token, "owner_user_id": self._runtime_user_id}
             self._update(models.JobExecution, pk, written)
             row.update(written)
@@ -244,10 +244,10 @@ class ControlOperations(UnitOfWorkBase):
         STARTING/STARTED execution it moves to STOPPING in the same write
         (version + 1). Every observation records ``last_observed_at``; only the
         owner's also moves ``last_activity_at`` (renewing its lease). Another
-        runtime user's observation of a claimed execution writes nothing (SPEC
-        §11: only the claimant writes). The owner of an execution a recovery
-        resolved is fenced (SPEC §11): its observation writes nothing and is
-        refused as its writes are, ``InvalidState``. Raises
+        runtime user's observation of a claimed execution writes nothing
+        (contract §2.5.2: only the claimant writes). The owner of an execution a
+        recovery resolved is fenced (contract §2.5.6): its observation writes
+        nothing and is refused as its writes are, ``InvalidState``. Raises
         ``JobExecutionNotFound``, and ``InvalidCharacters`` for a token that is
         not 16 bytes.
         """

@@ -243,10 +243,10 @@ class ExecutionOperations(DefinitionOperations):
         """CAS transition: lock the row, check version and rule, write, bump the version.
 
         ``by_runtime`` (the runtime API) applies the runtime's restriction
-        (SPEC §2.1/§9), under the same row lock and in the pair check's place of
+        (contract §2.1), under the same row lock and in the pair check's place of
         ``compare_and_transition``: ABANDONED and leaving UNKNOWN are operator
         decisions → ``IllegalTransition``. ``by_operator`` (an operator's
-        abandon): not the runtime's activity, so ``last_activity_at`` stays (SPEC §9).
+        abandon): not the runtime's activity, so ``last_activity_at`` stays (contract §2.5.3).
         """
         return self._compare_and_swap(
             models.JobExecution,
@@ -292,7 +292,7 @@ class ExecutionOperations(DefinitionOperations):
         """Resolve an orphaned or ambiguous execution and append its decision row.
 
         Locks the execution; raises ``StaleVersion`` then ``RecoveryNotAllowed``.
-        Then, in the same transaction (SPEC §10), every step of the execution
+        Then, in the same transaction (contract §2.5.6), every step of the execution
         that is not finished (STARTING, STARTED, STOPPING, UNKNOWN) is locked
         (step rows in id order, the global order) and resolved: FAILED with
         ``request.steps_failure``, ended at the decision time, version + 1 — so

@@ -1,6 +1,6 @@
 """Flow steps and flow decisions (format-2/3 plans) in the Django adapter.
 
-SPEC §2.3 "Flow", §9 "Shapes". Locks follow the repository order: instance,
+contract §2.3.4, §2.3.5. Locks follow the repository order: instance,
 then job execution. Every operation issues a fixed number of statements:
 
 - ``create_flow_step_execution``: lock instance, lock job execution, one read
@@ -89,7 +89,7 @@ def _plan(manifest_text: str) -> FlowPlan:
 
 
 def _node_allows_start_if_complete(parent: Mapping[str, Any], node: str, requested: bool) -> bool:
-    """SPEC §11: for a flow step the manifest node's ``allow_start_if_complete``
+    """contract §2.3.2: for a flow step the manifest node's ``allow_start_if_complete``
     decides; a step of an execution without a flow plan (or of a node the plan
     does not name) takes the request's."""
     if parent["definition__manifest_format"] not in FLOW_FORMATS:

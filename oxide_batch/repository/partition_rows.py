@@ -102,7 +102,7 @@ def load_context(row: Row) -> StateEnvelope | None:
 def carried_context(row: Row) -> StoredState | None:
     """The stored context a restarted plan takes over from ``row``, verified, as stored.
 
-    Taking over state verifies it (SPEC §10): a context that does not verify →
+    Taking over state verifies it (contract §2.4.5): a context that does not verify →
     ``FaultStateCorrupt``, like a restarted step's checkpoint. A verified context
     is canonical, so its text and checksum are copied unchanged.
     """

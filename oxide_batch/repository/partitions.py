@@ -1,4 +1,4 @@
-"""Step partitions in the Django adapter (SPEC §2.4).
+"""Step partitions in the Django adapter (contract §2.4).
 
 Every partition mutation takes its locks in the global order
 (docs/repository.md) — job execution, step rows in id order (a parent and its
@@ -101,7 +101,7 @@ class PartitionOperations(UnitOfWorkBase):
     """Partition plans, worker assignment, completion, aggregation and restart.
 
     Each write first refuses a runtime user other than the claimant of the job
-    execution it writes under (``ExecutionOwned``, SPEC §11), read with the
+    execution it writes under (``ExecutionOwned``, contract §2.5.2), read with the
     rows it locks."""
 
     # Parents whose plan this unit of work created: assignment waits for the commit.
@@ -317,7 +317,7 @@ class PartitionOperations(UnitOfWorkBase):
         metadata = dataclasses.replace(
             metadata, exit_code=aggregate.exit_code, counts=aggregate.counts
         )
-        # The runtime's aggregation is the parent's activity (SPEC §9).
+        # The runtime's aggregation is the parent's activity (contract §2.5.3).
         written = {**metadata_columns(metadata, version, now), "last_activity_at": now}
         self._update(models.StepExecution, parent_id, changed_columns(row, written))
         return dataclasses.replace(parent.with_state(metadata, version, now), last_activity_at=now)
@@ -347,7 +347,7 @@ class PartitionOperations(UnitOfWorkBase):
         when the source step has no plan; ``PartitionStateCorrupt`` for a
         source row whose status, worker, ordinal or counts contradict each
         other; ``FaultStateCorrupt`` for a source context that does not verify
-        (SPEC §10). Like a new plan, it must commit before workers are assigned.
+        (contract §2.4.5). Like a new plan, it must commit before workers are assigned.
         """
         target_id = self._id(STEP_EXECUTION, target_step_execution_id)
         if source_step_execution_id is None:

@@ -264,7 +264,7 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
 
 
 # What a step's locking read carries of its job execution: the user whose token
-# claimed it (SPEC §11 "Only the claimant writes"), named as ``values()`` would.
+# claimed it (contract §2.5.2), named as ``values()`` would.
 STEP_EXTRAS = ("job_execution__owner_user_id",)
 _locked_steps: dict[tuple[Any, ...], SelectRow] = {}
 

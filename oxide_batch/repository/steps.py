@@ -76,7 +76,7 @@ def _load(row: dict[str, Any], column: str, kind: EnvelopeKind) -> StateEnvelope
 
 def verified_takeover(source: dict[str, Any]) -> dict[str, Any]:
     """The state columns a restarted step copies from ``source``, after verifying
-    both envelopes (SPEC §10: taking over state verifies it — ``FaultStateCorrupt``
+    both envelopes (contract §2.3.2: taking over state verifies it — ``FaultStateCorrupt``
     otherwise). CPU only: the row is already read."""
     _load(source, "checkpoint", EnvelopeKind.CHECKPOINT)
     _load(source, "context", EnvelopeKind.CONTEXT)

@@ -110,8 +110,8 @@ class UnitOfWorkBase:
     ) -> None:
         self._clock = clock
         self._using = using
-        # The runtime user this unit of work writes for (SPEC §11 "Only the
-        # claimant writes"): its claim records this user, and its runtime writes
+        # The runtime user this unit of work writes for (contract §2.5.2: only
+        # the claimant writes): its claim records this user, and its runtime writes
         # to an execution another user claimed are refused. ``None``: an
         # in-process caller (services, commands, tests), bound by neither.
         self._runtime_user_id = runtime_user_id
@@ -422,7 +422,7 @@ class UnitOfWorkBase:
         """The CAS every execution mutation shares: one locking read, the domain
         rule (``change``), one write of the changed columns (plus ``extra_columns``).
 
-        ``activity`` marks a runtime write (SPEC §9): it moves the row's
+        ``activity`` marks a runtime write (contract §2.5.3): it moves the row's
         ``last_activity_at`` to the write time (a step's, or a job execution's).
         ``execution``: the row is a job execution, locked with its extras and kept
         as its image — a move to FAILED records ``failed_at`` once —; otherwise a

@@ -1,5 +1,5 @@
 """What every audited operator or retention request shares: the actor, the
-operation id, and the request digest that decides replays (SPEC §2.5, §9)."""
+operation id, and the request digest that decides replays (contract §2.5.9)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Actor:
             return cls(f"user:{user.pk}", int(user.pk))
 
 
-# Not audited (SPEC §2.5, §9): not-found, conflicts of operation ids, lost
+# Not audited (contract §2.5.9): not-found, conflicts of operation ids, lost
 # races and infrastructure failures. Input errors are not rules either.
 NOT_AUDITED = (
     NotFound,

@@ -1,4 +1,5 @@
-"""Audited, idempotent operator actions: stop, abandon, recover (SPEC §2.5, §9).
+"""Audited, idempotent operator actions: stop, abandon, recover
+(contract §2.5.1, §2.5.5, §2.5.8, §2.5.9).
 
 Every action carries an operation id. A request is first looked up by
 ``(action, operation_id)``: the same request digest replays the recorded
@@ -235,9 +236,9 @@ class OperatorService:
     ) -> OperatorResult:
         """Recompute the proposal under the execution lock and resolve it.
 
-        Check order (SPEC §9): ``stale_version``, ``recovery_not_allowed``,
+        Check order (contract §2.5.5): ``stale_version``, ``recovery_not_allowed``,
         ``execution_not_stale`` (skipped with ``override_note``: the operator's
-        statement that the worker is gone, SPEC §11), ``recovery_evidence_stale``,
+        statement that the worker is gone, contract §2.5.5), ``recovery_evidence_stale``,
         ``unresolved_recovery_required``. MARK_FAILED's failure defaults to
         ``UNKNOWN_COMMIT`` when the unknown-commit marker is set, else
         ``STALE_RECOVERED``, with a server-generated failure id. The decision
@@ -278,7 +279,7 @@ class OperatorService:
                 override=override_note is not None,
             )
             # The execution's failure (MARK_FAILED), which its unfinished steps
-            # carry too; ABANDON's steps carry the default category (SPEC §10:
+            # carry too; ABANDON's steps carry the default category (contract §2.5.6:
             # the category is MARK_FAILED's only) and the execution keeps its own.
             default = default_failure_category(proposal)
             failure = FailureSummary(

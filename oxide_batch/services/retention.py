@@ -1,4 +1,4 @@
-"""Retention use cases: holds, the two-phase purge and audit pruning (SPEC §2.5, §9).
+"""Retention use cases: holds, the two-phase purge and audit pruning (contract §2.5.10–§2.5.12).
 
 Each call is its own unit of work. Holds and purge batches are audited and
 idempotent like operator requests: the request digest (never the actor)
@@ -62,7 +62,7 @@ ATTEMPT_WINDOW = 8
 
 @dataclass(frozen=True)
 class RetentionResult:
-    """``{outcome, changed, operation_id, hold | counts, record}`` (SPEC §9)."""
+    """``{outcome, changed, operation_id, hold | counts, record}`` (contract §2.5.9)."""
 
     outcome: Outcome
     changed: bool
@@ -433,7 +433,7 @@ def legacy_purge_request_digest(plan_digest: str, reason_code: str) -> str:
 
 def purge_request_digest(plan_digest: str, reason_code: str, criteria: Mapping[str, Any]) -> str:
     """The request digest of one purge apply: the plan, the reason and the
-    criteria (SPEC §10: a purge run's criteria belong to its request digest, so
+    criteria (contract §2.5.11: a purge run's criteria belong to its request digest, so
     a rerun under the same operation id with other criteria is a conflict)."""
     return request_digest(
         action=RetentionAction.APPLY_PURGE.value,

@@ -1,4 +1,4 @@
-"""The watchdog: recovers executions whose owner's lease expired (SPEC §11).
+"""The watchdog: recovers executions whose owner's lease expired (contract §2.5.7).
 
 A claimed execution's owner holds a lease that expires ``OXIDE_BATCH_LEASE_TTL``
 after its latest activity. A pass of the watchdog reads the claimed, active
@@ -195,7 +195,7 @@ class Watchdog:
 
 @dataclass
 class Holdoff:
-    """When the watchdog may act (SPEC §11: time the database was unreachable
+    """When the watchdog may act (contract §2.5.7: time the database was unreachable
     never counts against a worker). It holds off for one ``ttl`` after it
     started (it cannot know what it missed), after every outage it saw (from
     the first pass that reached the database again), and while the database

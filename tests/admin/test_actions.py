@@ -203,7 +203,7 @@ def test_csrf_is_enforced(demo, operator_client):
 
 
 def test_each_console_action_needs_its_own_permission(viewer_client, demo):
-    """SPEC §10: an operator granted only ``stop_execution`` is offered the stop
+    """contract §4.1: an operator granted only ``stop_execution`` is offered the stop
     action and may confirm it; recover, abandon and holds are neither offered
     nor reachable (403)."""
     from django.contrib.auth import get_user_model

@@ -1,5 +1,5 @@
 """One value per fact on the confirmation (issue 25 point 5): its last
-activity is SPEC §9's (``evidence.activity_at``, what the case file shows),
+activity is contract §2.5.3's (``evidence.activity_at``, what the case file shows),
 read at the proposal's own instant; a refused second tab shows the page again
 from one fresh read and the refusal states that read's values."""
 

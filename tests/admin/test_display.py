@@ -18,7 +18,7 @@ def test_an_active_row_without_an_end_is_running(status):
 
 
 def test_an_unknown_row_is_not_running_its_outcome_is_unknown():
-    """UNKNOWN has no end time because its outcome is unknown (SPEC §2): it was
+    """UNKNOWN has no end time because its outcome is unknown (contract §2): it was
     shown as "(running)"."""
     assert duration(START, None, "UNKNOWN", NOW) == "5h 02m 13s (outcome unknown)"
 

@@ -1,4 +1,4 @@
-"""The console leads from a redacted failure to its text (SPEC §10): every
+"""The console leads from a redacted failure to its text (contract §5.5): every
 category in words, the failure id as a link when OXIDE_BATCH_FAILURE_URL_TEMPLATE
 is set, and a page that says nothing else is stored."""
 

@@ -1,4 +1,4 @@
-"""The job-name filter (SPEC §5 "filters by … job name"): every job name of the
+"""The job-name filter (contract §5.1): every job name of the
 page's table — jobs launched on the legacy definition included — from one
 bounded index walk, never a DISTINCT or COUNT over the table."""
 

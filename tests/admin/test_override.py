@@ -1,4 +1,4 @@
-"""The operator's override in the console (SPEC §11, issue 24): the recover
+"""The operator's override in the console (contract §2.5.5, issue 24): the recover
 page lets an operator recover an active execution before it is stale — only
 with the override box ticked and a note, which the decision records — and
 nothing else (a finished row is never recovered, a missing or bad note applies

@@ -1,5 +1,5 @@
 """Every console page runs a constant number of queries and never counts a
-whole table (SPEC §5 at 10^6 executions)."""
+whole table (contract §5.1 at 10^6 executions)."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_the_list_has_last_activity_and_inactivity_columns(admin_client, demo):
 
 
 def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_client, demo):
-    """UNKNOWN, a claimed execution whose owner's lease expired (SPEC §11), an
+    """UNKNOWN, a claimed execution whose owner's lease expired (contract §2.5.3), an
     unclaimed one silent longer than the stale threshold; not a claimed one
     within its lease, nor an unclaimed one silent less than the threshold."""
     fresh = Workload(datetime.now(UTC) - timedelta(seconds=30))

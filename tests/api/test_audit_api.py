@@ -1,4 +1,4 @@
-"""The append-only audit lists (SPEC §4 ``audit/*``): newest first with keyset
+"""The append-only audit lists (contract §4.2 ``audit/*``): newest first with keyset
 pagination, filters, evidence digests as a 12-character prefix, readable by viewers."""
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_a_refused_token_is_a_401_problem_with_www_authenticate(
 
 
 def test_the_header_is_drfs_token_header_or_rfc_6750s_bearer() -> None:
-    """SPEC §11: ``Bearer <token>`` authenticates exactly as ``Token <token>``
+    """contract §4.1: ``Bearer <token>`` authenticates exactly as ``Token <token>``
     does — the same keyword rules, the same refusals."""
     token = api_token(_in_groups("viewer", VIEWER))
     for keyword in ("Token", "token", "Bearer", "bearer", "BEARER"):

@@ -1,4 +1,4 @@
-"""Only the claimant writes (SPEC §11): once runtime user A claimed an execution,
+"""Only the claimant writes (contract §2.5.2): once runtime user A claimed an execution,
 every runtime write to it or anything under it (steps, chunks, partitions,
 flow decisions) by another runtime user B is 409 ``execution_owned`` with
 ``other_user: true`` and writes nothing, whatever B's token or header; A's own
@@ -410,8 +410,8 @@ def test_a_strangers_control_neither_matches_nor_stops(
         assert observed["execution"]["version"] == execution["version"]
     row = models.JobExecution.objects.get(pk=execution["id"])
     assert (row.status, row.version) == ("STARTED", execution["version"])
-    # Another user's observation is not the owner's activity (SPEC §9) and writes
-    # nothing (SPEC §11): the evidence an operator recovers on stays as it was.
+    # Another user's observation is not the owner's activity (contract §2.5.3) and writes
+    # nothing (contract §2.5.2): the evidence an operator recovers on stays as it was.
     assert row.last_activity_at == fixed.now() - timedelta(seconds=5)
     assert row.last_observed_at == observed_before
     owner = alice.post(path, {"owner_token": TOKEN_A}, 200)

@@ -1,4 +1,4 @@
-"""One contract across the API (issue 15 point 3): SPEC §9's activity under one
+"""One contract across the API (issue 15 point 3): contract §2.5.3's activity under one
 name, ``unresolved_for`` in the commands' syntax, and a partition plan carried
 into a restart without naming its source."""
 

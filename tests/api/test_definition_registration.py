@@ -1,5 +1,5 @@
 """``POST definitions``: a (job, revision) bound to one digest is ``definition_drift``
-whatever other revision shares the new digest (SPEC §2.2)."""
+whatever other revision shares the new digest (contract §2.2.3)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def expected_status(error: OxideBatchError) -> int:
         return 400
     if isinstance(error, NotFound):
         return 404
-    if error.code == "job_not_permitted":  # a token limited to other jobs (SPEC §11)
+    if error.code == "job_not_permitted":  # a token limited to other jobs (contract §4.1)
         return 403
     if error.code in UNAVAILABLE:
         return 503

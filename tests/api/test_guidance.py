@@ -1,4 +1,4 @@
-"""Errors that say what to do (SPEC §11): a second launch names the active
+"""Errors that say what to do (contract §4.6): a second launch names the active
 attempt's activity, owner, lease and the way out (and the Python client's
 exception carries the same); an illegal transition lists where the row may go;
 an unknown status lists the valid ones; a missing permission names itself and

@@ -1,4 +1,4 @@
-"""Tokens limited to job names (SPEC §11; ``issue_api_token(job_patterns=…)``,
+"""Tokens limited to job names (contract §4.1; ``issue_api_token(job_patterns=…)``,
 ``oxide_batch/domain/jobscope.py``): such a token is 403 ``job_not_permitted``
 (naming the job and its patterns) on every object of another job — before the
 view reads anything, so nothing is written — while an unknown id stays 404;

@@ -109,7 +109,7 @@ def test_unresolved_for(rt: Runtime, viewer: Runtime, fixed: FixedClock) -> None
     assert [
         e["id"] for e in viewer.get("executions", unresolved_for="300", job_name="stale")["results"]
     ] == [stale["id"]]
-    # The duration syntax of the settings works too (SPEC §10).
+    # The duration syntax of the settings works too (contract §4.4).
     assert ids("5m") == ids("300")
     assert ids("1h") == ids("3600") == [unknown["id"]]
     assert ids("0s") == ids("0")

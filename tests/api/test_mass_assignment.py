@@ -18,7 +18,7 @@ are compared with a table of what the operation may change: the status moves
 only by a transition (or an operation whose contract is one), the exit code only
 by exit-status, the owner token only by a claim, the stop request only by a
 stop; and a row's version moves by exactly 1 whenever versioned state changes,
-never otherwise (SPEC §3; docs/decisions.md 29: stop requests, claims and
+never otherwise (contract §2, §3.2; docs/decisions.md 29: stop requests, claims and
 observations leave it alone).
 """
 
@@ -108,7 +108,7 @@ def refused_members(response: Any) -> dict[str, list[str]]:
 def closed_envelopes(op: Operation, body: dict[str, Any]) -> set[str]:
     """Dotted paths of the checkpoint/context envelopes in ``body`` whose schema
     is closed (``additionalProperties: false``: exactly schema, schema_version,
-    payload — SPEC §2.3)."""
+    payload — contract §2.3.3)."""
     nodes = dict(members(op.body or {}, body))
     return {
         path
@@ -224,7 +224,7 @@ CONTRACT: dict[str, May] = {
     # A move to FAILED records when it failed (kept by a later abandon).
     "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
-    # The claimant's user too (SPEC §11: only its writes are accepted afterwards).
+    # The claimant's user too (contract §2.5.2: only its writes are accepted afterwards).
     "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id"}}),
     # The owner's observation of a stop request moves it to STOPPING (version + 1).
     "observe_execution_control": may(
@@ -232,7 +232,7 @@ CONTRACT: dict[str, May] = {
     ),
     "create_step": may(None, "StepExecution"),
     "append_flow_decision": may(None, "FlowDecision"),
-    # Recovery resolves the unfinished steps and marks what it resolved (SPEC §10).
+    # Recovery resolves the unfinished steps and marks what it resolved (contract §2.5.6).
     "recover_execution": may(
         {
             # Not the runtime's activity: last_activity_at stays, on both (issue 25).

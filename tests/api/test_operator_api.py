@@ -1,5 +1,5 @@
 """Operator endpoints: the recovery proposal, audited recovery, stop and abandon
-(SPEC §4, §9 "Recovery", "Operator responses and audit", "Roles"). Each success
+(contract §4.2, §2.5.5, §2.5.9, §4.1). Each success
 shape, each error code by name, replays (same status, ``replayed: true``),
 operation-id conflicts, REJECTED audit rows and the audited actor."""
 
@@ -454,7 +454,7 @@ def test_recover_input_errors(rt: Runtime, operator: Runtime, fixed: FixedClock)
     assert models.OperatorRequest.objects.count() == 0
 
 
-# ----------------------------------------------------------- the override (SPEC §11)
+# ----------------------------------------------------------- the override (contract §2.5.5)
 
 NOTE = "host batch-7 was powered off at 02:10 (ticket OPS-9): its worker is gone"
 

@@ -191,7 +191,7 @@ OPERATOR_ENDPOINTS = [entry for entry in ENDPOINTS if entry[2] in OPERATOR_PERMI
 
 @pytest.mark.parametrize("held", OPERATOR_PERMISSIONS)
 def test_each_operator_action_needs_its_own_permission(db: None, held: str) -> None:
-    """SPEC §10: recover, abandon, stop, hold/release and purge are separate
+    """contract §4.1: recover, abandon, stop, hold/release and purge are separate
     permissions. A user granted one of them passes authorization for exactly
     the endpoints of that action and is 403 on every other operator endpoint."""
     from django.contrib.auth import get_user_model

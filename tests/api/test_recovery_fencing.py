@@ -1,4 +1,4 @@
-"""Recovery resolves the orphaned steps and fences the old worker (SPEC §10), over
+"""Recovery resolves the orphaned steps and fences the old worker (contract §2.5.6), over
 the API on both databases. Before: after MARK_FAILED or ABANDON the STARTED step
 stayed STARTED forever and the old worker's chunk commit and step completion were
 accepted (200)."""

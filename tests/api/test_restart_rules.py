@@ -1,4 +1,4 @@
-"""Restart skips what completed, over HTTP (SPEC §11, §9 "Restart"): a step of a
+"""Restart skips what completed, over HTTP (contract §2.3.2): a step of a
 restart attempt over an earlier COMPLETED, ABANDONED or UNKNOWN row is 409
 ``not_restartable`` naming the step and the earlier row (``status`` is carried as
 ``batch_status``); ``allow_start_if_complete: true`` runs a COMPLETED step again

@@ -1,5 +1,5 @@
 """A restart over state that does not verify, and the partition-restart refusals,
-through the API (SPEC §10 "Taking over state verifies it", §2.4, §9 status codes)."""
+through the API (contract §2.3.2, §2.4.5, §4.6)."""
 
 from __future__ import annotations
 

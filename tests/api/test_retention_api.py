@@ -1,5 +1,5 @@
-"""Holds and the two-phase purge over HTTP (SPEC §2.5 "Holds", "Retention purge";
-§9 "Shapes", "Roles"): success shapes, replays, conflicts and each error by name."""
+"""Holds and the two-phase purge over HTTP (contract §2.5.10, §2.5.11, §4.1):
+success shapes, replays, conflicts and each error by name."""
 
 from __future__ import annotations
 
@@ -265,7 +265,7 @@ def test_a_changed_or_edited_plan_is_stale_and_deletes_nothing(
     problem(operator.post("purge/apply", {"plan": plan, "operation_id": "p-2"}), 409,
             "retention_plan_stale")  # fmt: skip
     operator.get(f"executions/{execution['id']}")
-    # Each refusal is audited (SPEC §10): REJECTED with the problem's code.
+    # Each refusal is audited (contract §2.5.11): REJECTED with the problem's code.
     rejected = models.RetentionRecord.objects.filter(action="APPLY_PURGE").order_by("id")
     assert [(r.operation_id, r.outcome, r.rejection_code) for r in rejected] == [
         ("p-1", "REJECTED", "retention_plan_stale"),

@@ -1,4 +1,4 @@
-"""A runtime's job transitions (SPEC §2.1, §9): one rule, the domain's, applied by
+"""A runtime's job transitions (contract §2.1): one rule, the domain's, applied by
 the repository under the row lock. ``POST executions/{id}/transition`` and
 ``transition_job_execution(..., by_runtime=True)`` answer the same code for every
 (from, to) pair, with and without a failure, and the HTTP transition costs one
@@ -24,7 +24,7 @@ from tests.helpers import key, launch, move
 pytestmark = pytest.mark.django_db
 S = BatchStatus
 
-# SPEC §2.1 and §9, written out: what a runtime may do to its own job execution —
+# contract §2.1, written out: what a runtime may do to its own job execution —
 # the lifecycle table without ABANDONED and without any way out of UNKNOWN.
 RUNTIME_MAY = {
     S.STARTING: {S.STARTED, S.STOPPING, S.FAILED, S.UNKNOWN},
@@ -53,7 +53,7 @@ REQUEST_FAILURE = FailureSummary(FailureCategory.USER_COMPONENT, 7)
 
 
 def expected_outcome(source: BatchStatus, target: BatchStatus, with_failure: bool) -> str:
-    """The code SPEC §2.1 fixes (``ok`` for an applied move); the failure check
+    """The code contract §2.1 fixes (``ok`` for an applied move); the failure check
     only matters for a pair the runtime may make (the sources here carry none)."""
     if target is S.STARTING and source in {S.STOPPED, S.FAILED}:
         return "restart_requires_new_attempt"

@@ -1,7 +1,7 @@
 """The request bodies the domain reads as free JSON (manifests, parameter maps,
 flow targets, step mappings, purge statuses, instants) are documented so that
 the schema and the server agree: each body below is valid by the served
-schema exactly when the server takes it (SPEC §9: a schema-valid request is
+schema exactly when the server takes it (contract §4.8: a schema-valid request is
 never refused as invalid input). The generative side of the same promise is
 ``test_schemathesis.py``."""
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document (``GET schema/?format=json``) tells of SPEC §11: each
+"""The OpenAPI document (``GET schema/?format=json``) tells of contract §2.5.2: each
 runtime write under an execution lists ``execution_owned`` among its 409s (and
 nothing else does), each job-scoped operation lists ``job_not_permitted``
 among its 403s, and a token may be sent as ``Bearer`` (``bearerAuth``)."""

@@ -1,9 +1,9 @@
 """axe-core on the console's pages and the API docs, as an operator sees them
-(a superuser on the demo workload): no serious or critical violation (SPEC §5
-"accessible"; issue 14 point 9), in both colour schemes (issue 25 point 9): the
-admin follows the system's ``prefers-color-scheme``, so each page is checked
-with the light and the dark scheme emulated. One test per page, so each page's
-state is visible on its own; a failure lists scheme, rule, impact and the nodes
+(a superuser on the demo workload): no serious or critical violation (contract §5.4;
+issue 14 point 9), in both colour schemes (issue 25 point 9): the admin follows
+the system's ``prefers-color-scheme``, so each page is checked with the light
+and the dark scheme emulated. One test per page, so each page's state is
+visible on its own; a failure lists scheme, rule, impact and the nodes
 to fix.
 
 Each page is also photographed at 1440 and 390 px in both schemes, kept as test

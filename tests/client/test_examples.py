@@ -4,7 +4,7 @@ execution with the real commands (``batch_show``, ``batch_recover``) in their
 own processes, the rerun resumes from the checkpoint, and the output holds
 every record exactly once.
 
-Waiting out the stale threshold (15 min by default, at least 1 min: SPEC §2.5)
+Waiting out the stale threshold (15 min by default, at least 1 min: contract §2.5.3)
 would make the test slow, so the dead worker's recorded activity is moved 30
 minutes into the past — what the database would hold had the operator come
 back 30 minutes later."""

@@ -1,6 +1,6 @@
 """The runtime helper (``client.job_run`` / ``run.step``) against a live server:
 every branch of a step's and a job's end — success, stop, fence, unknown commit,
-exception — and the control observations SPEC §9 asks for."""
+exception — and the control observations contract §2.5.3 asks for."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A restart resumes where a Spring Batch user expects (SPEC §11 "Restart skips
-what completed"), through the runtime helper against a live server: a step that
+"""A restart resumes where a Spring Batch user expects (contract §2.3.2: a restart
+skips what completed), through the runtime helper against a live server: a step that
 COMPLETED in an earlier attempt is skipped — its code does not run — unless it
 allows a start if complete (then it runs from nothing); a step an earlier
 attempt left UNKNOWN stops the run with a clear error; the heartbeat keeps

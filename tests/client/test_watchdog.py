@@ -1,4 +1,4 @@
-"""A crashed worker is handled in seconds, without a human (SPEC §11), end to end
+"""A crashed worker is handled in seconds, without a human (contract §2.5.7), end to end
 with real processes (PostgreSQL pass): the example job of the guide
 (``examples/csv_import.py``, the high-level client) against a live server with
 a lease TTL of 5 s, and ``manage.py batch_watchdog`` running beside it.

@@ -1,4 +1,4 @@
-"""The commands keep the API's contract (issue 15 points 3 and 4): SPEC §9's
+"""The commands keep the API's contract (issue 15 points 3 and 4): contract §2.5.3's
 activity as ``last_activity_at``, the stop request shown, every record with its
 operation id, one purge report shape in which a replay never reads as new
 deletions, the API's age syntax, the setting that decides an error, quiet reads,

@@ -1,5 +1,5 @@
-"""Operator commands for when no browser is at hand (SPEC §6): the same
-validation, idempotency and audit as the services, and the exit codes of §9."""
+"""Operator commands for when no browser is at hand (contract §6.4): the same
+validation, idempotency and audit as the services, and the exit codes of §6.2."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Owner leases and the operator's override in the commands (SPEC §11): an owned
+"""Owner leases and the operator's override in the commands (contract §2.5.3, §2.5.5): an owned
 execution waits for its lease, an unowned one for the stale threshold;
 ``batch_recover --force --note`` recovers earlier and the decision records the
 override and its note; ``batch_show`` and ``batch_executions`` show the lease
-and the rule; the usage and refusals keep SPEC §9's exit codes."""
+and the rule; the usage and refusals keep contract §6.2's exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``purge_batch_metadata`` and ``prune_batch_audit`` (SPEC §6, §9 "Commands"):
+"""``purge_batch_metadata`` and ``prune_batch_audit`` (contract §6.3, §6.2):
 exit codes, --json, confirmation, operation ids, dry runs, reruns and re-surveys.
 
 In-process runs use ``call_command`` (a refusal is a ``CommandError`` carrying the
@@ -424,7 +424,7 @@ def test_the_commands_are_listed():
     assert "_cli" not in result.stdout
 
 
-# -- a run's criteria belong to its operation id (SPEC §10) -------------------------
+# -- a run's criteria belong to its operation id (contract §2.5.11) -------------------------
 
 
 @pytest.mark.parametrize(

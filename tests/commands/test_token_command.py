@@ -1,6 +1,6 @@
 """``manage.py batch_token``: create prints the token once and nothing else on
 stdout, and it works against the API; list never shows a secret; revoke makes
-the token a 401 at once; errors are a message and an exit code (SPEC §9)."""
+the token a 401 at once; errors are a message and an exit code (contract §6.2)."""
 
 from __future__ import annotations
 

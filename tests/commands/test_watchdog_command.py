@@ -1,4 +1,4 @@
-"""``manage.py batch_watchdog`` (SPEC §11): ``--once`` recovers the executions
+"""``manage.py batch_watchdog`` (contract §6.5): ``--once`` recovers the executions
 whose lease expired and prints what it did (a line each, or one JSON object),
 ``--dry-run`` changes nothing, a database server younger than a TTL holds it
 off, bad flags are usage errors and an unreachable database is exit 7. The

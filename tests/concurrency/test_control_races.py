@@ -1,6 +1,6 @@
-"""Stop requests and ownership under real concurrency on PostgreSQL (SPEC §2.5,
-§3): each contender opens its unit of work, waits at a barrier, then acts on
-the same execution row; the row lock serialises them and every interleaving
+"""Stop requests and ownership under real concurrency on PostgreSQL (contract
+§2.5.1, §2.5.2, §3.2): each contender opens its unit of work, waits at a barrier,
+then acts on the same execution row; the row lock serialises them and every interleaving
 leaves a consistent execution."""
 
 from __future__ import annotations

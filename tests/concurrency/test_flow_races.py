@@ -1,5 +1,5 @@
 """Flow races on PostgreSQL with real threads and separate connections
-(SPEC §2.3 "Flow", §3 lock order; contract scenario 11.1).
+(contract §2.3.4, §3.2; contract scenario 11.1).
 
 Each contender opens its unit of work and waits at a barrier, so all
 transactions reach their first locking statement together.

@@ -1,5 +1,5 @@
 """Recovery against a worker presumed dead, with real threads and separate
-connections on PostgreSQL (SPEC §10). Whichever commits first wins, and the
+connections on PostgreSQL (contract §2.5.6). Whichever commits first wins, and the
 other is refused by a 409 rule — never a 200 on changed history:
 
 - recovery first: the orphaned step is FAILED (version + 1) when the late chunk

@@ -22,7 +22,7 @@ S = BatchStatus
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_I64 = 2**63 - 1
 
-# Written out here (SPEC §2) rather than read from the code under test.
+# Written out here (contract §2) rather than read from the code under test.
 FINISHED = frozenset({S.STOPPED, S.FAILED, S.COMPLETED, S.ABANDONED})
 UNRESOLVED = frozenset({S.STARTING, S.STARTED, S.STOPPING, S.UNKNOWN})
 CUSTOM_EXIT = "CUSTOM_EXIT"

@@ -1,4 +1,4 @@
-"""Manifests and upgrade edges (SPEC §2.2)."""
+"""Manifests and upgrade edges (contract §2.2.3, §2.2.4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The typed error hierarchy: one stable snake_case code per seed variant (SPEC §2, §9;
-contract Appendix C)."""
+"""The typed error hierarchy: one stable snake_case code per seed variant (contract §4.6;
+the contract scenarios' Appendix C)."""
 
 from __future__ import annotations
 

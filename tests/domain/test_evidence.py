@@ -1,6 +1,5 @@
 """Stop, ownership and recovery-proposal rules with plain values, no database
-(SPEC §2.5 "Stop requests", "Ownership evidence", "Evidence-based recovery";
-§9 "Activity and staleness", "Recovery"; contract scenarios 5.7, 5.8, 6.1, 6.2)."""
+(contract §2.5.1–§2.5.5; contract scenarios 5.7, 5.8, 6.1, 6.2)."""
 
 from __future__ import annotations
 
@@ -348,7 +347,7 @@ def test_an_unowned_active_execution_inactive_up_to_the_threshold_is_not_stale(s
     assert fresh.eligibility is None
 
 
-# ------------------------------------------------------------------ owner leases (§11)
+# ---------------------------------------------------- owner leases (contract §2.5.3)
 
 
 @pytest.mark.parametrize("status", ACTIVE)

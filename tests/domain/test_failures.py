@@ -1,4 +1,4 @@
-"""Failure categories explained, and failure ids turned into links (SPEC §10)."""
+"""Failure categories explained, and failure ids turned into links (contract §5.5)."""
 
 from __future__ import annotations
 

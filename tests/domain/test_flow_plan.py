@@ -1,4 +1,4 @@
-"""Flow plans of format-2/3 manifests, patterns and targets (SPEC §2.3, §9 "Shapes").
+"""Flow plans of format-2/3 manifests, patterns and targets (contract §2.3.5).
 
 Pure domain: no database.
 """
@@ -254,8 +254,8 @@ def test_the_exact_pattern_wins_over_every_wildcard_in_any_order():
 
 
 def test_fewer_wildcards_win():
-    """SPEC §9's own rule (Spring Batch would prefer `C??CELLED`, a pattern without `*`,
-    and `**` over `*`; the SPEC's "fewer wildcards" decides here)."""
+    """contract §2.3.5's own rule (Spring Batch would prefer `C??CELLED`, a pattern without `*`,
+    and `**` over `*`; the contract's "fewer wildcards" decides here)."""
     assert chosen(plan_of("C??*", "C*"), "CANCELLED") == "t1"
     assert chosen(plan_of("*", "C??CELLED"), "CANCELLED") == "t0"  # 1 wildcard vs 2
     assert chosen(plan_of("**", "*"), "CANCELLED") == "t1"

@@ -1,4 +1,4 @@
-"""Job scopes (SPEC §11, ``oxide_batch.domain.jobscope``): a pattern matches the
+"""Job scopes (contract §4.1, ``oxide_batch.domain.jobscope``): a pattern matches the
 whole job name; ``*`` is any run of characters (none included), ``?`` exactly
 one character (code point); everything else — brackets, regular-expression
 and SQL wildcards, spaces, backslashes — stands for itself, with no case

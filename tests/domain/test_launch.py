@@ -1,4 +1,4 @@
-"""Launch and restart rules (SPEC §2.2; contract scenarios 1.14, 1.16-1.18, 2.8-2.11)."""
+"""Launch and restart rules (contract §2.2.2; contract scenarios 1.14, 1.16-1.18, 2.8-2.11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lifecycle table (SPEC §2.1) and compare-and-swap transitions
+"""The lifecycle table (contract §2.1) and compare-and-swap transitions
 (contract scenarios 0.3, 2.1-2.8, 4.1, 4.3)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.domain.builders import CUSTOM_EXIT, FINISHED, MAX_I64, at, failure, m
 S = BatchStatus
 ALL_STATUSES = list(BatchStatus)
 
-# SPEC §2.1, written out literally: the legal in-place targets of each status.
+# contract §2.1, written out literally: the legal in-place targets of each status.
 LEGAL = {
     S.STARTING: {S.STARTED, S.STOPPING, S.FAILED, S.UNKNOWN},
     S.STARTED: {S.STOPPING, S.STOPPED, S.FAILED, S.COMPLETED, S.UNKNOWN},
@@ -460,7 +460,7 @@ def test_stopped_is_not_terminal_it_can_still_be_abandoned_or_restarted():
     assert (abandoned.status, new_version) == (S.ABANDONED, version + 1)
 
 
-# -- the runtime's restriction on job executions (SPEC §2.1, §9) ---------------------
+# -- the runtime's restriction on job executions (contract §2.1) ---------------------
 
 RUNTIME_REFUSED = [
     (S.STOPPED, S.ABANDONED),

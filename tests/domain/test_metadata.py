@@ -1,4 +1,4 @@
-"""Execution values and their invariants (SPEC §2; contract scenarios 1.7, 1.8)."""
+"""Execution values and their invariants (contract §2; contract scenarios 1.7, 1.8)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Names, operator strings, identifiers, job parameters and the instance key
-(SPEC §2; contract scenarios 1.1-1.6, 1.9)."""
+(contract §2; contract scenarios 1.1-1.6, 1.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The domain package imports no Django, no DRF, no models and no repository (SPEC §1)."""
+"""The domain package imports no Django, no DRF, no models and no repository (contract §1.1)."""
 
 from __future__ import annotations
 

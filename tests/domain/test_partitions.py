@@ -1,4 +1,4 @@
-"""Partition keys, plans and the key-ordered aggregation (SPEC §2.4, contract 10.7, 10.13)."""
+"""Partition keys, plans and the key-ordered aggregation (contract §2.4, contract 10.7, 10.13)."""
 
 from __future__ import annotations
 

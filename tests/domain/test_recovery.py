@@ -1,5 +1,5 @@
 """Audited recovery requests and their effect on an execution
-(SPEC §9 "Recovery"; contract scenarios 5.1-5.3, 5.12)."""
+(contract §2.5.5; contract scenarios 5.1-5.3, 5.12)."""
 
 from __future__ import annotations
 

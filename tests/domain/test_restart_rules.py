@@ -1,4 +1,4 @@
-"""Restart skips what completed (SPEC §11; the seed's ``validate_restart``): what a
+"""Restart skips what completed (contract §2.3.2; the seed's ``validate_restart``): what a
 step of a restart attempt does with its newest earlier row, decided by
 ``step_takes_over`` for every status × ``allow_start_if_complete`` × partition rerun."""
 

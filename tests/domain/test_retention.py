@@ -1,5 +1,5 @@
 """Retention values without a database: criteria bounds, the plan digest and its
-JSON shape, and the full-eligibility re-check (SPEC §2.5, §9; scenario 9.8)."""
+JSON shape, and the full-eligibility re-check (contract §2.5.11; scenario 9.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canonical JSON and state envelopes (SPEC §2.3 checkpoints and contexts)."""
+"""Canonical JSON and state envelopes (contract §2.3.3 checkpoints and contexts)."""
 
 from __future__ import annotations
 

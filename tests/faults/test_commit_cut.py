@@ -53,7 +53,7 @@ def test_commit_is_one_simple_query_message_and_statements_carry_their_text(repo
 
 def test_a_chunk_commit_is_four_messages_on_the_wire(repo, proxied):
     """BEGIN, the locking read, the write, COMMIT — and nothing else, with the
-    recovery fence on the row it reads (SPEC §8: a chunk commit ≤ 4 statements)."""
+    recovery fence on the row it reads (contract §8.2: a chunk commit ≤ 4 statements)."""
     execution = launch(repo)
     with repo.begin() as uow:
         uow.transition_job_execution(execution.id, execution.version, START)

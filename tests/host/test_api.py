@@ -63,7 +63,7 @@ def test_a_host_token_or_basic_login_is_not_an_api_login(db: None) -> None:
 
 
 def test_the_strict_parser_and_json_only_hold(runtime: Api) -> None:
-    """The host parses forms and lax JSON; the API refuses both (SPEC §9)."""
+    """The host parses forms and lax JSON; the API refuses both (contract §4.5)."""
     body = '{"job_name": "a", "job_name": "b", "identifying_parameters": {}}'
     refused = problem(runtime.post("instances", body), 400, "invalid_request")
     assert "body" in refused["errors"]
@@ -94,7 +94,7 @@ def test_a_runtime_records_a_run_and_a_reader_pages_it(runtime: Api, viewer: Api
     page = viewer.get("instances", page_size=2)
     assert page.status_code == 200, page.content
     body = page.json()
-    # Keyset pages (SPEC §4), not the host's page-number pages of two.
+    # Keyset pages (contract §4.4), not the host's page-number pages of two.
     assert set(body) == {"next", "previous", "results"}, body
     assert len(body["results"]) == 2
     assert "count" not in body

@@ -1,5 +1,5 @@
 """Chunk commits, checkpoints and contexts, and restart state takeover
-(SPEC §2.3, §9 "Restart"; contract scenarios 5.5, 5.6, 12.6, 12.7, 13.1)."""
+(contract §2.3.3, §2.3.2; contract scenarios 5.5, 5.6, 12.6, 12.7, 13.1)."""
 
 from __future__ import annotations
 

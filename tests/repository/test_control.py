@@ -1,6 +1,5 @@
 """Stop requests, ownership evidence and control observation in the repository
-(SPEC §2.5 "Stop requests", "Ownership evidence"; §9 "Activity and staleness",
-"Roles"; contract scenarios 6.1, 6.2)."""
+(contract §2.5.1, §2.5.2, §2.5.3, §4.1; contract scenarios 6.1, 6.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration identity rules that a shared digest or key must not bypass (SPEC §2.2):
+"""Registration identity rules that a shared digest or key must not bypass (contract §2.2.3):
 a (job, revision) bound to one digest drifts whatever else shares the new digest, and
 an upgrade edge is re-registered only with the content of its own (from, to)."""
 

@@ -1,4 +1,4 @@
-"""Definitions, upgrade edges and definition-bound launches (SPEC §2.2,
+"""Definitions, upgrade edges and definition-bound launches (contract §2.2.3, §2.2.4, §2.2.5,
 contract scenarios 12.x)."""
 
 from __future__ import annotations

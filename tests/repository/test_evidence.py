@@ -1,6 +1,5 @@
 """Recovery evidence, proposals and the unresolved-executions selector on the
-repository (SPEC §2.5 "Evidence-based recovery"; §9 "Activity and staleness",
-"Recovery"; contract scenarios 5.7, 5.8)."""
+repository (contract §2.5.3, §2.5.4, §2.5.5; contract scenarios 5.7, 5.8)."""
 
 from __future__ import annotations
 
@@ -341,7 +340,7 @@ def test_5_8_a_stale_execution_of_another_owner_yields_a_version_bound_digest(re
 
 
 def test_5_8_a_young_execution_is_not_stale(repo, clock):
-    """An owned execution within its lease (SPEC §11: 60 s by default)."""
+    """An owned execution within its lease (contract §2.5.3: 60 s by default)."""
     execution = owned_started(repo, clock)
     clock.advance(MINUTE)
     proposal = proposal_of(repo, clock, execution.id)
@@ -662,7 +661,7 @@ def test_unresolved_executions_read_the_partial_index(repo, clock):
     assert "ob_execution_unresolved" in plan, plan
     assert "Seq Scan on ob_job_execution" not in plan, plan
     composable = unresolved_executions_queryset(now=clock.now(), inactive_for=15 * MINUTE)
-    # The console's and the gauge's rule with leases (SPEC §11) reads the same index.
+    # The console's and the gauge's rule with leases (contract §2.5.3) reads the same index.
     attention = needs_attention_queryset(
         now=clock.now(), stale_after=15 * MINUTE, lease_ttl=timedelta(seconds=60)
     )

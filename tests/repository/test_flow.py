@@ -1,5 +1,5 @@
-"""Flow steps and flow decisions (SPEC §2.3 "Flow", §9 "Shapes"; contract
-scenarios 11.1–11.7, 11.9; reference schema §4)."""
+"""Flow steps and flow decisions (contract §2.3.4, §2.3.5; contract
+scenarios 11.1–11.7, 11.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``restart_step_partition_plan`` refusals say what happened (SPEC §2.4, §9): a source
+"""``restart_step_partition_plan`` refusals say what happened (contract §2.4.5): a source
 step of another node or instance is an input error (``partition_restart_mismatch``,
 never ``*_corrupt``); a source attempt that is not STOPPED or FAILED is
 ``not_restartable``; a source without a plan is ``restart_state_not_found``

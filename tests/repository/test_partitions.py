@@ -1,4 +1,4 @@
-"""Step partitions (SPEC §2.4, contract scenarios 10.1–10.12 and 10.16), on both databases.
+"""Step partitions (contract §2.4, contract scenarios 10.1–10.12 and 10.16), on both databases.
 
 Workers are ordinary step executions of the parent's job execution; their counts
 only move through chunk commits, and a partition's outcome is copied from its
@@ -773,7 +773,7 @@ def test_a_tampered_stored_context_is_partition_state_corrupt(repo, clock, contr
         with pytest.raises(PartitionStateCorrupt):
             uow.assign_step_partition(partitions["zeta"].id, 0, contract.workers["worker"].id)
     # A restart carrying the plan fails closed too (whole plan or nothing); taking
-    # over state that does not verify is fault_state_corrupt (SPEC §10).
+    # over state that does not verify is fault_state_corrupt (contract §2.4.5).
     target = _restart_attempt_parent(repo, clock, contract)
     with repo.begin() as uow:
         with pytest.raises(FaultStateCorrupt):
@@ -795,7 +795,7 @@ def _restart_attempt_parent(
         attempt = uow.create_job_execution(execution.job_instance_id)
         attempt = uow.transition_job_execution(attempt.id, 0, LifecycleTransition(S.STARTED))
         # A parent that COMPLETED (the budget test aggregates it) runs again only
-        # when asked (SPEC §11): the test carries its plan all the same.
+        # when asked (contract §2.3.2): the test carries its plan all the same.
         parent = uow.create_step_execution(attempt.id, "partitioned", allow_start_if_complete=True)
         uow.commit()
     return parent
@@ -895,7 +895,7 @@ def test_10_16_end_to_end_a_restart_reruns_only_the_unfinished_partitions(repo, 
     """A partitioned step fails with alpha and gamma COMPLETED and beta FAILED; the job
     restarts, the plan is carried over, only beta runs again, and the parent's totals are
     alpha's and gamma's carried counts plus beta's worker (which takes over its earlier
-    attempt's counts, as a restarted step does, SPEC §2.3)."""
+    attempt's counts, as a restarted step does, contract §2.3.2)."""
     names = {k: f"__worker_{k}" for k in ("alpha", "beta", "gamma")}
     first = make_family(repo, clock, *names.values())
     partitions = plan(repo, first.parent.id, "gamma", "alpha", "beta")

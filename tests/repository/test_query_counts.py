@@ -132,7 +132,7 @@ ABANDON_ORPHAN = RecoveryRequest.abandon(
 def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
     """Lock the execution and its unfinished steps, insert the decision, write
     the execution and the steps (one set-based UPDATE whatever their number): 5
-    statements; 4 when no step is unfinished (SPEC §10)."""
+    statements; 4 when no step is unfinished (contract §2.5.6)."""
     execution, _step = started
     with repo.begin() as uow:
         for name in ("extract", "index"):

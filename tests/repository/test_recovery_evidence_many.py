@@ -1,6 +1,6 @@
 """The evidence of many executions in one statement (``recovery_evidence_many``):
 the same values as ``recovery_evidence`` one by one, whatever mix of rows
-(SPEC §2.5 "Evidence-based recovery"; the console's confirmation page reads
+(contract §2.5.4; the console's confirmation page reads
 it for every selected row)."""
 
 from __future__ import annotations

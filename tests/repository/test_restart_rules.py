@@ -1,4 +1,4 @@
-"""Restart skips what completed (SPEC §11, §9 "Restart", §2.3, §2.4): in a restart
+"""Restart skips what completed (contract §2.3.2, §2.4.5): in a restart
 attempt a step takes over its newest earlier row only when that row is FAILED or
 STOPPED (or was left active by an attempt that ended); COMPLETED is
 ``not_restartable`` unless ``allow_start_if_complete`` (then it starts fresh);
@@ -352,7 +352,7 @@ def test_a_row_left_started_by_an_attempt_that_ended_is_taken_over(repo, clock):
 
 def test_an_unknown_step_resolved_by_recovery_is_taken_over(repo, clock):
     """UNKNOWN waits for an operator: recovering the execution resolves its
-    unfinished steps to FAILED (SPEC §10), which the restart takes over."""
+    unfinished steps to FAILED (contract §2.5.6), which the restart takes over."""
     from oxide_batch.domain import FailureCategory, FailureSummary, RecoveryRequest
 
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
@@ -577,7 +577,7 @@ def test_a_flow_step_takes_over_the_newest_row_of_its_node_under_another_name(re
 
 def test_a_repeated_node_in_a_restart_attempt_is_step_execution_exists(repo, clock):
     """The node's newest row is this attempt's own: it is no earlier state to
-    skip or take over, the node is repeated (SPEC §9)."""
+    skip or take over, the node is repeated (contract §2.3.1)."""
     flow, _ = flow_restart(repo, clock, load=S.FAILED)
     own = run_step(repo, flow_step(repo, flow.execution.id, "load"), S.COMPLETED)
     before = step_ids()
@@ -652,7 +652,7 @@ def test_a_completed_worker_of_a_partition_that_never_completed_starts_fresh(rep
 
 
 def test_a_completed_worker_of_a_completed_partition_is_not_restartable(repo, workers):
-    """Its partition is carried, not rerun (SPEC §2.4): a restart skips its worker."""
+    """Its partition is carried, not rerun (contract §2.4.5): a restart skips its worker."""
     refused = create(repo, workers.attempt.id, "w-done")
     assert_refused(refused, S.COMPLETED, "w-done", workers.workers["w-done"].id)
     again = create(repo, workers.attempt.id, "w-done", allow_start_if_complete=True)

@@ -1,4 +1,4 @@
-"""Holds, purge survey/apply and audit pruning in the repository (SPEC §2.5, §9;
+"""Holds, purge survey/apply and audit pruning in the repository (contract §2.5.10–§2.5.12;
 contract scenarios 8.1–8.2, 9.1–9.6), on both databases.
 
 The builders at the top are shared by the service, command and race tests.
@@ -50,7 +50,7 @@ FLOW_MANIFEST = {
     "format": 2,
     "job": JOB,
     "entry": "load",
-    # Each attempt of the builders runs every step again (SPEC §11: a restart
+    # Each attempt of the builders runs every step again (contract §2.3.2: a restart
     # would skip a COMPLETED one without it).
     "nodes": [
         {"id": "load", "kind": "step", "allow_start_if_complete": True},

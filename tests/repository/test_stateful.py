@@ -4,9 +4,9 @@ A Hypothesis ``RuleBasedStateMachine`` drives random sequences of repository
 operations — instance selection, launch/restart, job and step transitions,
 exit-status enrichment, step creation and evidence-based recovery — each in its
 own unit of work (committed on success, rolled back on error). A plain-Python
-model written here from SPEC §2.1 (lifecycle table), §2.2 (launch/restart),
-§2.3 (step creation, including the counts a restarted step takes over), §2.5
-(repository-level recovery), §9 and §11 (the earlier step rows a restart refuses)
+model written here from contract §2.1 (lifecycle table), §2.2 (launch/restart),
+§2.3.1 and §2.3.2 (step creation, the counts a restarted step takes over and the
+earlier step rows a restart refuses), §2.5.5 and §2.5.6 (repository-level recovery)
 predicts every outcome: success or the exact error (class and fields), and the
 resulting state (status, version, exit code, timestamps, failure, counts, attempt
 chain). Operations on rows that do not exist must report not-found. After every
@@ -87,7 +87,7 @@ STEPS_PER_EXAMPLE = 40
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 # ----------------------------------------------------------------- reference rules
-# A literal copy of the SPEC §2.1 table (✔ cells), independent of the domain's.
+# A literal copy of the contract §2.1 table (✔ cells), independent of the domain's.
 
 MODEL_TABLE: dict[BatchStatus, frozenset[BatchStatus]] = {
     S.STARTING: frozenset({S.STARTED, S.STOPPING, S.FAILED, S.UNKNOWN}),
@@ -103,7 +103,7 @@ MODEL_FINISHED = frozenset({S.STOPPED, S.FAILED, S.COMPLETED, S.ABANDONED})
 MODEL_UNRESOLVED = frozenset({S.STARTING, S.STARTED, S.STOPPING, S.UNKNOWN})
 MODEL_RESTARTABLE = frozenset({S.STOPPED, S.FAILED})
 MODEL_STEP_PARENT = frozenset({S.STARTING, S.STARTED})
-# SPEC §11: a restart skips (refuses) a step whose newest earlier row is one of these
+# contract §2.3.2: a restart skips (refuses) a step whose newest earlier row is one of these
 # (no allow_start_if_complete here); any other earlier row is taken over.
 MODEL_STEP_NOT_RESTARTABLE = frozenset({S.COMPLETED, S.ABANDONED, S.UNKNOWN})
 NEW_EXIT_CODE = "UNKNOWN"
@@ -189,7 +189,7 @@ class ModelExecution(ModelRow):
     def snapshot(self) -> dict[str, Any]:
         return {
             **self.common(),
-            # Job-level counts change only through terminal rollbacks (SPEC §9).
+            # Job-level counts change only through terminal rollbacks (contract §2.1).
             "counts": ExecutionCounts(rolled_back=self.rollbacks),
             "job_instance_id": self.job_instance_id,
             "job_name": self.job_name,
@@ -254,7 +254,7 @@ def model_version_error(expected: int, actual: int) -> OxideBatchError:
 def model_transition_error(
     row: ModelRow, expected_version: int, transition: LifecycleTransition
 ) -> OxideBatchError | None:
-    """SPEC §2.1 check order: version, restart-in-place, table, missing failure."""
+    """contract §2.1 check order: version, restart-in-place, table, missing failure."""
     target = transition.target
     if expected_version != row.version:
         return model_version_error(expected_version, row.version)
@@ -341,7 +341,7 @@ class RepositoryMachine(RuleBasedStateMachine):
         self.instances: dict[int, ModelInstance] = {}  # key slot -> instance
         self.executions: dict[int, ModelExecution] = {}
         self.steps: dict[int, ModelStep] = {}
-        # Rows a recovery resolved: the runtime is fenced from them (SPEC §10).
+        # Rows a recovery resolved: the runtime is fenced from them (contract §2.5.6).
         self.fenced: set[tuple[str, int]] = set()
         self.reselections = 0
 
@@ -387,9 +387,9 @@ class RepositoryMachine(RuleBasedStateMachine):
         return rows[data.draw(choices, label=label)]
 
     def restart_source(self, parent: ModelExecution, step_name: str) -> ModelStep | None:
-        """SPEC §2.3/§9: the newest row of the same step across all earlier attempts
+        """contract §2.3.2: the newest row of the same step across all earlier attempts
         of its instance (no definitions or upgrade edges are used here), whose counts
-        a new step takes over — unless its status refuses it (SPEC §11,
+        a new step takes over — unless its status refuses it (contract §2.3.2,
         ``MODEL_STEP_NOT_RESTARTABLE``); none: the step starts from zero."""
         instance = next(i for i in self.instances.values() if i.id == parent.job_instance_id)
         earlier = [
@@ -642,7 +642,7 @@ class RepositoryMachine(RuleBasedStateMachine):
         row.updated_at = now
         if failure is not None:
             row.failure = failure
-        # SPEC §10: every unfinished step is resolved to FAILED with the recovery's
+        # contract §2.5.6: every unfinished step is resolved to FAILED with the recovery's
         # failure, ended at the decision time, version + 1.
         resolved = sorted(
             (step for step in row.steps.values() if step.status in MODEL_UNRESOLVED),
@@ -772,7 +772,7 @@ class RepositoryMachine(RuleBasedStateMachine):
             assert current.created_at >= (previous.ended_at or previous.created_at)
         if executions:
             assert executions[0].restart_of_id is None
-        # SPEC §9: without a digest every attempt keeps the first attempt's definition.
+        # contract §2.2.5: without a digest every attempt keeps the first attempt's definition.
         assert len({e.definition_id for e in executions}) <= 1
         assert all(e.upgrade_id is None for e in executions)
         unresolved = [e for e in executions if e.status in MODEL_UNRESOLVED]

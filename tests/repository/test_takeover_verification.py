@@ -1,4 +1,4 @@
-"""Taking over state verifies it (SPEC §10): a restart step, a restarted flow step and
+"""Taking over state verifies it (contract §2.3.2): a restart step, a restarted flow step and
 a carried partition plan check the checksums and envelopes of what they copy; what
 does not verify is ``fault_state_corrupt`` and nothing is created. Both databases."""
 

@@ -1,5 +1,4 @@
-"""Audited, idempotent operator actions (SPEC §2.5 "Operator request audit", §9
-"Recovery", "Operator responses and audit"; contract scenarios 5.7, 7.x)."""
+"""Audited, idempotent operator actions (contract §2.5.9, §2.5.5; contract scenarios 5.7, 7.x)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A replayed operator request answers its recorded outcome (SPEC §9) even
+"""A replayed operator request answers its recorded outcome (contract §2.5.9) even
 after the execution it names was purged: audit rows outlive what they describe
-(SPEC §2.5). Found by the soak (tests/soak): the replay used to re-read the
+(contract §2.5.12). Found by the soak (tests/soak): the replay used to re-read the
 execution and answer 404 ``job_execution_not_found``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The retention service: audited, idempotent holds and purge batches, the batched
-purge loop and audit pruning (SPEC §2.5, §9; contract scenarios 8.1, 9.1–9.7)."""
+purge loop and audit pruning (contract §2.5.10–§2.5.12; contract scenarios 8.1, 9.1–9.7)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_a_replayed_hold_returns_the_recorded_outcome_and_acts_once(service, rep
     replay = service.place_hold(
         instance_id, actor=BOB, reason_code="LEGAL_HOLD", operation_id="hold-1"
     )
-    # The recorded outcome (SPEC §9), as operator replays answer it.
+    # The recorded outcome (contract §2.5.9), as operator replays answer it.
     assert (replay.outcome, replay.changed, replay.record) == (
         Outcome.REPLAYED,
         True,
@@ -250,7 +250,7 @@ def test_a_replayed_purge_deletes_nothing_more(service, repo, clock):
 
 
 def test_a_stale_plan_is_refused_audited_and_replays_as_the_same_problem(service, repo, clock):
-    """Scenario 9.2, with SPEC §10: the refusal leaves a REJECTED record whose
+    """Scenario 9.2, with contract §2.5.11: the refusal leaves a REJECTED record whose
     rejection code is the problem's code, and a replay answers the same problem."""
     instance_id = build_instance(repo, clock, "a")
     clock.advance(2 * DAY)

@@ -1,4 +1,4 @@
-"""The lease watchdog's rules (SPEC §11 "Owner leases and the watchdog"), with a
+"""The lease watchdog's rules (contract §2.5.7), with a
 fixed clock on both databases: what a pass recovers and how (the operator's
 audited MARK_FAILED as the watchdog), what it leaves alone (unknown commits,
 live leases, executions without an owner), its bound, its dry run, its

@@ -87,7 +87,7 @@ class Snapshot:
     )
     operator_requests: list[dict[str, Any]] = field(default_factory=list)
     retention_records: list[dict[str, Any]] = field(default_factory=list)
-    # Steps a recovery decision resolved to FAILED (SPEC §10): one write each
+    # Steps a recovery decision resolved to FAILED (contract §2.5.6): one write each
     # that no runtime success recorded.
     resolved_steps: set[int] = field(default_factory=set)
 

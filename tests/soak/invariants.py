@@ -55,7 +55,7 @@ EXPECTED_CODES = frozenset(
 
 # Refusals a soak meets by design at one operation only: a restart creates its
 # steps again, and those that COMPLETED in an earlier attempt are refused
-# (SPEC §11: a restart skips them; the runtime goes on with the next step).
+# (contract §2.3.2: a restart skips them; the runtime goes on with the next step).
 EXPECTED_FOR = frozenset({("POST executions/{id}/steps", "not_restartable")})
 
 
@@ -180,7 +180,7 @@ def step_counts(snapshot: Snapshot, ledger: Ledger) -> list[str]:
 
 
 def execution_counts(snapshot: Snapshot, ledger: Ledger) -> list[str]:
-    """Job-level counts change only through terminal rollbacks (SPEC §9)."""
+    """Job-level counts change only through terminal rollbacks (contract §2.1)."""
     found = []
     for execution_id in ledger.executions:
         row = snapshot.row(EXECUTION, execution_id)

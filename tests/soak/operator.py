@@ -39,7 +39,7 @@ OPERATION_PREFIX = "soak-op-"
 OPERATOR_AUDIT, RETENTION_AUDIT = "operator", "retention"
 Answer = OperatorOutcome | HoldOutcome
 Send = Callable[[str], Answer]
-# SPEC §2.5/§9: not-found, operation-id conflicts and infrastructure failures
+# contract §2.5.9: not-found, operation-id conflicts and infrastructure failures
 # leave no audit row; every other refusal by a rule is recorded as REJECTED.
 UNAUDITED_ERRORS = (
     NotFound,
@@ -52,7 +52,7 @@ UNAUDITED_ERRORS = (
 
 def audited_refusal(error: BaseException) -> bool:
     """Whether the server must have recorded this refusal: a rule's refusal of an
-    operator or a retention request (SPEC §10; no rule refuses a hold today)."""
+    operator or a retention request (contract §2.5.9; no rule refuses a hold today)."""
     return isinstance(error, (LifecycleError, RepositoryError)) and not isinstance(
         error, UNAUDITED_ERRORS
     )

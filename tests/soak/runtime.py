@@ -126,7 +126,7 @@ class RuntimeActor:
             except Lost as lost:
                 if lost.code != "not_restartable" or execution.attempt == 1:
                     raise
-                # It COMPLETED in an earlier attempt: a restart skips it (SPEC §11).
+                # It COMPLETED in an earlier attempt: a restart skips it (contract §2.3.2).
                 self.ledger.notes["completed steps a restart skipped"] += 1
                 continue
             step = self.transition_step(created, S.STARTED)

@@ -105,7 +105,7 @@ class DefinitionRefOutput(Output):
 
 
 class LeaseOutput(Output):
-    """The owner's lease (SPEC §11)."""
+    """The owner's lease (docs/contract.md §2.5.3)."""
 
     ttl_seconds = serializers.IntegerField(
         help_text=(
@@ -125,7 +125,7 @@ class ExecutionOutput(Output):
     """A job execution. ``updated_at`` is when the row's version last moved (a
     transition, an exit status, a recovery; not a step's chunk commit, not a
     stop request or a control observation); ``last_activity_at`` is the activity
-    recovery measures inactivity from (SPEC §9)."""
+    recovery measures inactivity from (docs/contract.md §2.5.3)."""
 
     id = serializers.IntegerField(source="execution.id")
     job_instance_id = serializers.IntegerField(source="execution.job_instance_id")

@@ -301,7 +301,7 @@ class OperatorRecordOutput(Output):
 @dataclass(frozen=True)
 class DecisionRecord:
     """A recovery decision with the operation id of the operator request that
-    made it (the decision row does not store it: SPEC's audit joins them)."""
+    made it (the decision row does not store it: the audit joins them, decision 91)."""
 
     decision: RecoveryDecision
     operation_id: str | None

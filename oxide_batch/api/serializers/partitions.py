@@ -37,7 +37,7 @@ class PartitionEntryInput(Input):
 
 class PartitionPlanInput(Input):
     # min/max document the plan's size; the checks below raise the domain's own
-    # errors first (empty_partition_plan, partition_plan_too_large: SPEC §9).
+    # errors first (empty_partition_plan, partition_plan_too_large: contract §4.6).
     entries = PartitionEntryInput(  # type: ignore[call-arg]  # DRF ≥ 3.15; not in the stubs
         many=True,
         min_length=1,

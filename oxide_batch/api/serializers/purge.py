@@ -120,7 +120,7 @@ class PurgeCandidateOutput(Output):
 
 
 class PurgePlanOutput(Output):
-    """A surveyed batch (SPEC §9 "Shapes"); apply takes it back whole."""
+    """A surveyed batch (docs/contract.md §2.5.11); apply takes it back whole."""
 
     cutoff = serializers.CharField(help_text="RFC 3339 UTC, milliseconds.")
     job_name = serializers.CharField(allow_null=True)

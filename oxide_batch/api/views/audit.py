@@ -33,7 +33,7 @@ OPERATION_ID_PARAMETER = OpenApiParameter(
 
 class RecoveryDecisionsView(BatchView):
     required_permissions = READ
-    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
+    job_scoped = False  # the operators' record (contract §4.1 binds instances and executions)
 
     @endpoint(
         operation_id="list_recovery_decisions",
@@ -52,7 +52,7 @@ class RecoveryDecisionsView(BatchView):
 
 class OperatorRequestsView(BatchView):
     required_permissions = READ
-    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
+    job_scoped = False  # the operators' record (contract §4.1 binds instances and executions)
 
     @endpoint(
         operation_id="list_operator_requests",
@@ -78,7 +78,7 @@ class OperatorRequestsView(BatchView):
 
 class RetentionRecordsView(BatchView):
     required_permissions = READ
-    job_scoped = False  # the operators' record (SPEC §11 binds instances and executions)
+    job_scoped = False  # the operators' record (contract §4.1 binds instances and executions)
 
     @endpoint(
         operation_id="list_retention_records",

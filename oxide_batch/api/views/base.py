@@ -61,13 +61,13 @@ TRANSITION_ERRORS = (
 class BatchView(ApiContract):
     """Base of every batch endpoint: the API's own DRF classes (whatever the
     host's settings), per-method permissions, path ids checked, the token's job
-    scope applied (SPEC §11)."""
+    scope applied (contract §4.1)."""
 
     permission_classes = [BatchPermission]
     # Counts only the operator actions' methods (oxide_batch.api.throttling).
     throttle_classes = [OperatorRateThrottle]
     required_permissions: ClassVar[Mapping[str, str]] = {}
-    # Operator endpoints act for an operator, bound by no job scope (SPEC §11).
+    # Operator endpoints act for an operator, bound by no job scope (contract §4.1).
     job_scoped: ClassVar[bool] = True
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -116,7 +116,7 @@ class BatchView(ApiContract):
     def unit_of_work(self) -> UnitOfWork:
         """A unit of work for the request's user: its claims record the user, and
         its runtime writes to an execution another user claimed are refused
-        (SPEC §11 "Only the claimant writes")."""
+        (contract §2.5.2)."""
         return deps.repository().begin(runtime_user_id=self.request.user.pk)
 
     @staticmethod

@@ -24,7 +24,7 @@ def operator_response(result: OperatorResult, *, recover: bool = False) -> Respo
 
 class RecoveryProposalView(BatchView):
     required_permissions = READ
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="get_recovery_proposal",
@@ -47,7 +47,7 @@ class RecoveryProposalView(BatchView):
 
 class RecoverView(BatchView):
     required_permissions = {"POST": RECOVER_EXECUTION}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="recover_execution",
@@ -103,7 +103,7 @@ class RecoverView(BatchView):
 
 class StopView(BatchView):
     required_permissions = {"POST": STOP_EXECUTION}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="stop_execution",
@@ -145,7 +145,7 @@ class StopView(BatchView):
 
 class AbandonView(BatchView):
     required_permissions = {"POST": ABANDON_EXECUTION}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="abandon_execution",

@@ -19,7 +19,7 @@ from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
 def partitions_data(request: Request, step_id: int, plan: list[StepPartition]) -> dict[str, Any]:
-    """The plan in partition-key byte order (SPEC §2.4), contexts only for payload readers."""
+    """The plan in partition-key byte order (contract §2.4.1), contexts only for payload readers."""
     ordered = sorted(plan, key=lambda partition: key_bytes(partition.key))
     output = s.PlanOutput(
         {"step_execution_id": step_id, "partitions": ordered},

@@ -16,7 +16,7 @@ from oxide_batch.roles import HOLD_INSTANCE, PURGE_METADATA
 
 class HoldView(BatchView):
     required_permissions = {"PUT": HOLD_INSTANCE, "DELETE": HOLD_INSTANCE}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="place_hold",
@@ -69,7 +69,7 @@ class HoldView(BatchView):
 
 class PurgeSurveyView(BatchView):
     required_permissions = {"POST": PURGE_METADATA}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="survey_purge",
@@ -101,7 +101,7 @@ class PurgeSurveyView(BatchView):
 
 class PurgeApplyView(BatchView):
     required_permissions = {"POST": PURGE_METADATA}
-    job_scoped = False  # an operator endpoint (SPEC §11)
+    job_scoped = False  # an operator endpoint (contract §4.1)
 
     @endpoint(
         operation_id="apply_purge",

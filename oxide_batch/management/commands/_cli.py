@@ -1,4 +1,4 @@
-"""Plumbing every oxide_batch command shares (SPEC §6, §9 "Commands").
+"""Plumbing every oxide_batch command shares (contract §6.1, §6.2).
 
 - exit codes, mapped from the typed errors by class in one place
   (:data:`EXIT_CODES`): 0 done or replayed, 1 other error, 2 usage or invalid

@@ -34,8 +34,8 @@ def parse_instant(text: str) -> datetime:
 
 def execution_json(view: ExecutionView) -> dict[str, Any]:
     """An execution as the API shows it (without counts and definition):
-    ``last_activity_at`` is SPEC §9's activity, ``updated_at`` the row's last
-    versioned write, ``lease_expires_at`` its owner's lease expiry (SPEC §11,
+    ``last_activity_at`` is contract §2.5.3's activity, ``updated_at`` the row's last
+    versioned write, ``lease_expires_at`` its owner's lease expiry (contract §2.5.3,
     ``OXIDE_BATCH_LEASE_TTL`` after that activity; null without an owner or once
     not active) — derived from the view, no further query."""
     core = view.execution

@@ -2,7 +2,7 @@
 --reason CODE --evidence-digest HEX [--force --note TEXT]``: resolve an orphaned or
 ambiguous execution with the evidence digest of the proposal ``batch_show`` printed.
 
-``--force`` is the operator's override (SPEC §11): it recovers an active
+``--force`` is the operator's override (contract §2.5.5): it recovers an active
 execution before its owner's lease expired or before it is stale, and needs
 ``--note`` — why the worker is known to be gone — which the decision records.
 It skips only that one rule: the version, the status, the evidence digest and

@@ -1,5 +1,5 @@
 """``manage.py batch_show ID``: one execution with its recovery proposal — whether
-it may be recovered and by which rule (SPEC §11: an owner's lease, else the
+it may be recovered and by which rule (contract §2.5.4: an owner's lease, else the
 inactivity threshold; UNKNOWN always), and the command line that would."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``manage.py batch_watchdog [--interval SECONDS] [--once] [--dry-run] [--limit N]
 [--json] [--metrics-port PORT]``: fail the executions whose owner's lease expired
-(SPEC §11) with the operator's audited recovery, until stopped (SIGTERM, SIGINT).
+(contract §2.5.7) with the operator's audited recovery, until stopped (SIGTERM, SIGINT).
 
 Each pass recovers at most ``--limit`` executions (``MARK_FAILED``, reason
 ``LEASE_EXPIRED``, actor ``watchdog@<host>``) and leaves every execution with an

@@ -16,7 +16,7 @@ MAX_BIGINT = 2**63 - 1
 HUGE = "x" * (1024 * 1024)  # a 1 MB string, within the default 2 MiB body limit
 # Members whose free-form JSON is opaque data by contract (stored and returned
 # as sent): control characters there are data, not an attack on a name. An
-# envelope's ``payload`` is "a JSON object" (SPEC §2.3); inside it, NUL and the
+# envelope's ``payload`` is "a JSON object" (contract §2.3.3); inside it, NUL and the
 # other control characters are stored as escaped JSON text and answered back
 # (test_hostile_text.py), so only the payload as a whole is attacked.
 OPAQUE = re.compile(r"(^|\.)payload\.")
