@@ -1,0 +1,205 @@
+"""The audit rows' pages: recovery decisions (with the evidence they were
+taken on), operator requests and retention records — append-only, read-only."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import (
+    ReadOnlyAdmin,
+    link,
+)
+from oxide_batch.admin.eligibility import decision_reason, recorded_evidence
+from oxide_batch.admin.pages.common import moment
+from oxide_batch.admin.pages.steps import StepExecutionAdmin
+
+
+@admin.register(models.RecoveryDecision)
+class RecoveryDecisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "execution",
+        "prior_status",
+        "resulting_status",
+        "reason_code",
+        "allowed",
+        "actor",
+        "decided",
+    )
+    list_filter = ("resulting_status",)
+    search_fields = ("=job_execution_id",)
+    ordering = ("-decided_at", "-id")
+    fields = (
+        "id",
+        "execution",
+        "execution_version",
+        "prior_status",
+        "resulting_status",
+        "reason_code",
+        "allowed_why",
+        "evidence_taken",
+        "note",
+        "actor",
+        "operator_user_id",
+        "decided",
+        "resolved_steps",
+        "operator_request",
+    )
+    execution = StepExecutionAdmin.execution
+    decided = moment("decided_at", "decided")
+
+    @admin.display(description="allowed because", ordering="eligibility")
+    def allowed(self, obj: models.RecoveryDecision) -> SafeString:
+        """Why the recovery was allowed (the lease expired, inactive, UNKNOWN),
+        or that an operator's override allowed it, with its note (cut)."""
+        return decision_reason(obj.eligibility, obj.override_note)
+
+    @admin.display(description="allowed because")
+    def allowed_why(self, obj: models.RecoveryDecision) -> SafeString:
+        """:meth:`allowed` on the decision's page, whose next field is the note."""
+        return decision_reason(obj.eligibility, obj.override_note, note=0)
+
+    @admin.display(description="evidence it was taken on")
+    def evidence_taken(self, obj: models.RecoveryDecision) -> SafeString:
+        """The evidence the decision recorded, with its times, read against the
+        decision's own time (never now: what the operator or watchdog saw)."""
+        return recorded_evidence(obj.evidence, obj.decided_at)
+
+    @admin.display(description="override note")
+    def note(self, obj: models.RecoveryDecision) -> str:
+        return obj.override_note or "— (no override)"
+
+    @admin.display(description="actor", ordering="operator_reference")
+    def actor(self, obj: models.RecoveryDecision) -> str:
+        """The audited operator, named as on every audit row (the column keeps
+        its first name, ``operator_reference``)."""
+        return obj.operator_reference
+
+    @admin.display(description="operator request")
+    def operator_request(self, obj: models.RecoveryDecision) -> SafeString:
+        """The audited request that made this decision (one indexed query)."""
+        request = (
+            models.OperatorRequest.objects.filter(
+                job_execution_id=obj.job_execution_id,
+                action="RECOVER",
+                outcome="APPLIED",
+                observed_version=obj.execution_version,
+            )
+            .order_by("id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        return link("operatorrequest", request)
+
+    @admin.display(description="resolved steps (→ FAILED)")
+    def resolved_steps(self, obj: models.RecoveryDecision) -> SafeString:
+        ids = obj.resolved_step_ids or []
+        if not ids:
+            return format_html("{}", "none")
+        return format_html_join(", ", "{}", ((link("stepexecution", pk),) for pk in ids))
+
+
+@admin.register(models.OperatorRequest)
+class OperatorRequestAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "action",
+        "actor",
+        "execution",
+        "outcome",
+        "rejection_code",
+        "result_status",
+        "requested",
+    )
+    list_filter = ("action", "outcome")
+    search_fields = ("=job_execution_id",)
+    ordering = ("-requested_at", "-id")
+    fields = (
+        "id",
+        "action",
+        "operation_id",
+        "actor",
+        "actor_user_id",
+        "reason_code",
+        "execution",
+        "observed_version",
+        "prior_status",
+        "result_status",
+        "outcome",
+        "changed",
+        "rejection_code",
+        "requested",
+        "decision",
+    )
+    requested = moment("requested_at", "requested")
+
+    @admin.display(description="execution")
+    def execution(self, obj: models.OperatorRequest) -> SafeString:
+        return link("jobexecution", obj.job_execution_id)
+
+    @admin.display(description="recovery decision")
+    def decision(self, obj: models.OperatorRequest) -> SafeString:
+        """The decision an applied recovery wrote (one query on its unique key)."""
+        if (
+            obj.action != "RECOVER"
+            or obj.outcome != "APPLIED"
+            or obj.job_execution_id is None
+            or obj.observed_version is None
+        ):
+            return format_html("{}", "—")
+        decision = (
+            models.RecoveryDecision.objects.filter(
+                job_execution_id=obj.job_execution_id, execution_version=obj.observed_version
+            )
+            .values("id", "eligibility", "override_note")
+            .first()
+        )
+        if decision is None:
+            return link("recoverydecision", None)
+        return format_html(
+            "{} — allowed because: {}",
+            link("recoverydecision", decision["id"]),
+            decision_reason(decision["eligibility"], decision["override_note"], note=None),
+        )
+
+
+@admin.register(models.RetentionRecord)
+class RetentionRecordAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "action",
+        "actor",
+        "instance",
+        "reason_code",
+        "outcome",
+        "rejection_code",
+        "changed",
+        "applied",
+    )
+    list_filter = ("action", "outcome")
+    search_fields = ("=job_instance_id",)
+    ordering = ("-applied_at", "-id")
+    fields = (
+        "id",
+        "action",
+        "operation_id",
+        "actor",
+        "actor_user_id",
+        "reason_code",
+        "instance",
+        "outcome",
+        "rejection_code",
+        "changed",
+        "plan_digest",
+        "deleted_job_executions",
+        "deleted_job_instances",
+        "applied",
+    )
+    applied = moment("applied_at", "applied")
+
+    @admin.display(description="instance")
+    def instance(self, obj: models.RetentionRecord) -> SafeString:
+        return link("jobinstance", obj.job_instance_id)

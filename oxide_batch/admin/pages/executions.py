@@ -1,0 +1,459 @@
+"""The job executions' pages: the triage list (needs attention, failed in
+the last 24 h, failure category), the detail page's case file, timeline and
+steps, and the dashboard's URL."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.http import HttpRequest
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
+from oxide_batch.admin import casefile
+from oxide_batch.admin.actions import ExecutionActions, action_choices
+from oxide_batch.admin.base import (
+    LINKED_ROWS,
+    ReadOnlyAdmin,
+    bounded,
+    link,
+    parse_id,
+    table,
+)
+from oxide_batch.admin.dashboard import NO_CATEGORY, dashboard_view
+from oxide_batch.admin.display import (
+    ago,
+    badge,
+    duration,
+    fate,
+    human_short,
+    inactivity,
+    latest,
+    parameters,
+    recorded_by_decision,
+    when,
+    when_short,
+)
+from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.pages.common import (
+    COUNTS,
+    SHORT,
+    JobNameFilter,
+    SearchByIdOrName,
+    counts_text,
+    exit_code_tells,
+)
+from oxide_batch.conf import batch_settings
+from oxide_batch.domain.status import FailureCategory
+from oxide_batch.repository.control import newest_step_write
+
+
+class InstanceFilter(admin.SimpleListFilter):
+    title = "instance"
+    parameter_name = "instance"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(job_instance_id=pk) if (pk := parse_id(value)) else queryset
+
+
+class TriageFilter(admin.SimpleListFilter):
+    """What needs a look: the unresolved executions (UNKNOWN, or active and
+    inactive longer than ``OXIDE_BATCH_RECOVERY_STALE_AFTER`` — the dashboard's
+    and the API's ``unresolved_for`` rule, on the partial index
+    ``ob_execution_unresolved``) and the executions that failed in the last 24
+    hours, whatever became of them since (``failed_at``, kept when an abandon
+    follows: a range on the partial index ``ob_execution_failed``)."""
+
+    title = "needs attention"
+    parameter_name = "triage"
+    FAILED_WITHIN = selectors.FAILED_WITHIN
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        threshold = human_short(batch_settings.RECOVERY_STALE_AFTER)
+        return [
+            (
+                "unresolved",
+                f"unresolved (UNKNOWN, a lease expired, or unclaimed and inactive > {threshold})",
+            ),
+            ("failed24h", "failed in the last 24 h (also if abandoned or rerun since)"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        if self.value() == "unresolved":
+            unresolved = selectors.needs_attention_queryset(
+                now=now,
+                stale_after=batch_settings.RECOVERY_STALE_AFTER,
+                lease_ttl=batch_settings.LEASE_TTL,
+            )
+            return queryset.filter(pk__in=unresolved.values("pk"))
+        if self.value() == "failed24h":
+            return queryset.filter(failed_at__gte=now - self.FAILED_WITHIN)
+        return queryset
+
+
+class FailureCategoryFilter(admin.SimpleListFilter):
+    """The failure category (the dashboard's categories link here, with the
+    24 h triage filter); the choices are the fixed categories, no query."""
+
+    title = "failure category"
+    parameter_name = "failure_category"
+    #: The failures recorded without a category (the dashboard's "no category" row).
+    NONE = NO_CATEGORY
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            *((category.value, category.value) for category in FailureCategory),
+            (self.NONE, "no category"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value in {category.value for category in FailureCategory}:
+            return queryset.filter(failure_category=value)
+        if value == self.NONE:
+            return queryset.filter(Q(failure_category__isnull=True) | Q(failure_category=""))
+        return queryset
+
+
+def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
+    """The "needs attention" choices as links for above the list (on a phone
+    the filter sidebar sits below the whole list): each keeps the page's other
+    filters and says whether it is the one applied."""
+    current = request.GET.get(TriageFilter.parameter_name)
+    links = []
+    for value, label in (
+        (None, "all executions"),
+        ("unresolved", "unresolved"),
+        ("failed24h", "failed in the last 24 h"),
+    ):
+        query = request.GET.copy()
+        query.pop("p", None)
+        query.pop(TriageFilter.parameter_name, None)
+        if value is not None:
+            query[TriageFilter.parameter_name] = value
+        links.append({"url": f"?{query.urlencode()}", "label": label, "selected": current == value})
+    return links
+
+
+@admin.register(models.JobExecution)
+class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
+    # What triage reads first comes first and stays on a phone's screen (status,
+    # stale); owner, stop and what became of a failure share one "marks" cell;
+    # the attempt and the creation time are under the job name (the list is in
+    # creation order); the duration is on the page. Seven columns fit 1440 px
+    # beside the navigation and the filters.
+    list_display = (
+        "id",
+        "status_badge",
+        "inactivity",
+        "job",
+        "run_parameters",
+        "activity",
+        "marks",
+    )
+    list_filter = (
+        TriageFilter,
+        "status",
+        JobNameFilter,
+        FailureCategoryFilter,
+        "created_at",
+        InstanceFilter,
+    )
+    search_fields = ("job_name",)
+    search_help_text = (
+        "An execution id, an exact job name, or name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30)."
+    )
+    instance_field = "job_instance_id"
+    ordering = ("-created_at", "-id")
+    # Status, job, parameters, activity, owner, stop and failure are in the case
+    # file above the fields (casefile.py); the fields hold the rest of the row.
+    fields = (
+        "id",
+        "instance",
+        "exit_code",
+        "created",
+        "started",
+        "ended",
+        "took",
+        "version",
+        "step_counts",
+        "steps",
+        "flow_decisions",
+        "audit",
+        "operator_actions",
+    )
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The exit code only when it says more than the status (not the
+        default UNKNOWN, not EXECUTING, not the status repeated)."""
+        fields = super().get_fields(request, obj)
+        if obj is not None and not exit_code_tells(obj):
+            return [field for field in fields if field != "exit_code"]
+        return fields
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        context = {**(extra_context or {}), "triage_links": triage_links(request)}
+        return super().changelist_view(request, context)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        if obj is not None:
+            # One proposal read per page, for the case file and the actions field
+            # (rendered later, from the object: readonly fields see no request).
+            obj.console_proposal = casefile.proposal_for(obj)
+            context["case_file"] = casefile.render(request, obj, obj.console_proposal)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(partial(dashboard_view, self.admin_site))
+        return [path("dashboard/", view, name="oxide_batch_dashboard"), *super().get_urls()]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = (
+            super()
+            .get_queryset(request)
+            .defer("owner_token")
+            .annotate(
+                has_owner=ExpressionWrapper(
+                    Q(owner_token__isnull=False), output_field=BooleanField()
+                ),
+                # The instance's parameters in the page's one query (a scalar
+                # subquery, not a join: the paginator's count then skips it).
+                instance_parameters=Subquery(
+                    models.JobInstance.objects.filter(pk=OuterRef("job_instance_id")).values(
+                        "identifying_parameters"
+                    )[:1]
+                ),
+                # The newest runtime write of a step (chunk, checkpoint,
+                # transition) also counts as activity (contract §2.5.3) — never the
+                # steps' updated_at, which a recovery moves; for the page's rows.
+                newest_step_write=newest_step_write(),
+                # What became of a failure (abandoned, rerun), for failed rows.
+                **selectors.failure_fate_annotations(),
+                failure_id_given=selectors.failure_id_given(),
+            )
+        )
+        return queryset
+
+    @admin.display(description="parameters")
+    def run_parameters(self, obj: Any) -> SafeString:
+        return parameters(obj.instance_parameters)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: models.JobExecution) -> SafeString:
+        return badge(obj.status)
+
+    @admin.display(description="duration")
+    def took(self, obj: models.JobExecution) -> str:
+        return duration(obj.started_at, obj.ended_at, obj.status)
+
+    @admin.display(description="counters")
+    def counts(self, obj: Any) -> str:
+        return counts_text(obj)
+
+    @admin.display(description="job", ordering="job_name")
+    def job(self, obj: Any) -> SafeString:
+        return format_html(
+            "{}<br><small>attempt {} · created {}</small>",
+            obj.job_name,
+            obj.attempt,
+            ago(obj.created_at),
+        )
+
+    @admin.display(description="marks")
+    def marks(self, obj: Any) -> SafeString:
+        """Owner recorded, a stop requested (how long ago), and for a failure
+        what became of it — one cell, empty when there is nothing to say."""
+        now = timezone.now()
+        parts: list[SafeString] = []
+        if getattr(obj, "has_owner", False):
+            parts.append(format_html('<span class="ob-badge ob-muted">{}</span>', "owner"))
+        if obj.stop_requested_at is not None:
+            parts.append(
+                format_html(
+                    '<span class="ob-badge ob-warn">{}</span> {}',
+                    "STOP REQUESTED",
+                    ago(obj.stop_requested_at, now),
+                )
+            )
+        if obj.failed_at is not None:
+            parts.append(fate(obj, now, compact=True))
+        if not parts:
+            return format_html("{}", "—")
+        return format_html_join(SafeString("<br>"), "{}", ((part,) for part in parts))
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Any) -> SafeString:
+        return when(obj.created_at)
+
+    @admin.display(description="started")
+    def started(self, obj: Any) -> SafeString:
+        return when(obj.started_at)
+
+    @admin.display(description="ended")
+    def ended(self, obj: Any) -> SafeString:
+        return when(obj.ended_at)
+
+    @admin.display(description="last activity")
+    def last_activity(self, obj: models.JobExecution) -> SafeString:
+        return when(obj.last_activity_at)
+
+    @admin.display(description="last activity")
+    def activity(self, obj: Any) -> SafeString:
+        return when_short(latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)))
+
+    @admin.display(description="inactivity")
+    def inactivity(self, obj: Any) -> SafeString:
+        # An owned execution is stale once its owner's lease expired (contract §2.5.3).
+        owned = bool(getattr(obj, "has_owner", False))
+        return inactivity(
+            obj.status,
+            latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
+            threshold=batch_settings.LEASE_TTL if owned else batch_settings.RECOVERY_STALE_AFTER,
+            compact=True,
+        )
+
+    @admin.display(description="instance")
+    def instance(self, obj: models.JobExecution) -> SafeString:
+        return link("jobinstance", obj.job_instance_id)
+
+    @admin.display(description="failure")
+    def failure(self, obj: models.JobExecution) -> SafeString:
+        return render_failure(
+            obj.failure_category,
+            obj.failure_id,
+            execution_id=obj.pk,
+            job_name=obj.job_name,
+            decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
+            given=bool(getattr(obj, "failure_id_given", False)),
+        )
+
+    @admin.display(description="records (the steps' totals)")
+    def step_counts(self, obj: models.JobExecution) -> str:
+        """The steps' counts summed with each record once: a partition worker's
+        counts are in its partition and, once aggregated, in the manager step,
+        so worker steps are left out (the job-level counters are not shown:
+        only a terminal rollback moves them). One query."""
+        is_worker = models.StepPartition.objects.filter(worker_step_execution_id=OuterRef("pk"))
+        sums = (
+            models.StepExecution.objects.filter(job_execution_id=obj.pk)
+            .exclude(Exists(is_worker))
+            .aggregate(**{c: Sum(c) for c in COUNTS})
+        )
+        text = ", ".join(f"{SHORT[c]} {sums[c] or 0:,}" for c in COUNTS if sums[c]) or "none yet"
+        return f"{text} — a partitioned step counts its partitions once it has aggregated them"
+
+    @admin.display(description="steps")
+    def steps(self, obj: models.JobExecution) -> SafeString:
+        rows, more = bounded(
+            models.StepExecution.objects.filter(job_execution_id=obj.pk)
+            .order_by("id")
+            .only("id", "step_name", "status", *COUNTS, "started_at", "ended_at", "version")[
+                : LINKED_ROWS + 1
+            ]
+        )
+        return table(
+            ("step", "status", "counts", "duration", "version"),
+            (
+                (
+                    link("stepexecution", s.pk, s.step_name),
+                    badge(s.status),
+                    counts_text(s),
+                    duration(s.started_at, s.ended_at, s.status, parent_status=obj.status),
+                    s.version,
+                )
+                for s in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_stepexecution_changelist") + f"?execution={obj.pk}",
+        )
+
+    @admin.display(description="flow decisions")
+    def flow_decisions(self, obj: models.JobExecution) -> SafeString:
+        rows, more = bounded(
+            models.FlowDecision.objects.filter(job_execution_id=obj.pk)
+            .order_by("sequence")
+            .only(
+                "id",
+                "sequence",
+                "source_node_id",
+                "kind",
+                "observed_outcome",
+                "target_node_id",
+                "terminal",
+            )[: LINKED_ROWS + 1]
+        )
+        return table(
+            ("#", "from", "outcome", "kind", "to"),
+            (
+                (
+                    link("flowdecision", d.pk, d.sequence),
+                    d.source_node_id,
+                    d.observed_outcome,
+                    d.kind,
+                    d.target_node_id or d.terminal or "—",
+                )
+                for d in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_flowdecision_changelist") + f"?execution={obj.pk}",
+        )
+
+    @admin.display(description="operator audit")
+    def audit(self, obj: models.JobExecution) -> SafeString:
+        rows = list(
+            models.OperatorRequest.objects.filter(job_execution_id=obj.pk).order_by("-id")[:20]
+        )
+        return table(
+            ("request", "action", "actor", "outcome", "result", "when"),
+            (
+                (
+                    link("operatorrequest", r.pk),
+                    r.action,
+                    r.actor,
+                    r.rejection_code or r.outcome,
+                    badge(r.result_status),
+                    when(r.requested_at),
+                )
+                for r in rows
+            ),
+        )
+
+    @admin.display(description="actions")
+    def operator_actions(self, obj: Any) -> SafeString:
+        """The actions the user may take; for a user who may take none of
+        those that apply, only the read-only sentence (which permission)."""
+        proposal = getattr(obj, "console_proposal", None)
+        note = casefile.read_only_note(
+            getattr(obj, "console_request", None), action_choices(obj, proposal=proposal)
+        )
+        return note if note is not None else self.action_links(obj, proposal=proposal)

@@ -1,0 +1,104 @@
+"""The job instances' pages: list (search by id, job name or a visible
+parameter), detail with its attempts, holds and actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin import casefile
+from oxide_batch.admin.actions import InstanceActions, action_choices
+from oxide_batch.admin.base import (
+    LINKED_ROWS,
+    ReadOnlyAdmin,
+    bounded,
+    link,
+    table,
+)
+from oxide_batch.admin.display import (
+    badge,
+    duration,
+    parameters,
+    when,
+    yes_no,
+)
+from oxide_batch.admin.pages.common import JobNameFilter, SearchByIdOrName
+
+
+@admin.register(models.JobInstance)
+class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
+    list_display = ("id", "job_name", "run_parameters", "hold", "created")
+    list_filter = (JobNameFilter,)
+    search_fields = ("job_name",)
+    search_help_text = (
+        "An instance id, an exact job name, or name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30)."
+    )
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "job_name",
+        "run_parameters",
+        "key_digest",
+        "created",
+        "hold",
+        "hold_detail",
+        "attempts",
+        "operator_actions",
+    )
+
+    @admin.display(description="parameters")
+    def run_parameters(self, obj: models.JobInstance) -> SafeString:
+        return parameters(obj.identifying_parameters)
+
+    @admin.display(description="hold")
+    def hold(self, obj: models.JobInstance) -> SafeString:
+        return yes_no(obj.hold_placed_at is not None, "HOLD", "no hold")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: models.JobInstance) -> SafeString:
+        return when(obj.created_at)
+
+    @admin.display(description="hold detail")
+    def hold_detail(self, obj: models.JobInstance) -> Any:
+        if obj.hold_placed_at is None:
+            return "—"
+        return format_html(
+            "by {} ({}) {}", obj.hold_actor, obj.hold_reason_code, when(obj.hold_placed_at)
+        )
+
+    @admin.display(description="attempts")
+    def attempts(self, obj: models.JobInstance) -> SafeString:
+        rows, more = bounded(
+            models.JobExecution.objects.filter(job_instance_id=obj.pk)
+            .order_by("-attempt")
+            .only("id", "attempt", "status", "created_at", "started_at", "ended_at", "version")[
+                : LINKED_ROWS + 1
+            ]
+        )
+        return table(
+            ("attempt", "execution", "status", "created", "duration", "version"),
+            (
+                (
+                    e.attempt,
+                    link("jobexecution", e.pk),
+                    badge(e.status),
+                    when(e.created_at),
+                    duration(e.started_at, e.ended_at, e.status),
+                    e.version,
+                )
+                for e in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_jobexecution_changelist") + f"?instance={obj.pk}",
+        )
+
+    @admin.display(description="actions")
+    def operator_actions(self, obj: models.JobInstance) -> SafeString:
+        note = casefile.read_only_note(getattr(obj, "console_request", None), action_choices(obj))
+        return note if note is not None else self.action_links(obj)

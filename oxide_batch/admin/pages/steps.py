@@ -1,0 +1,266 @@
+"""The step executions' and partitions' pages: status in its execution's
+light, counts, failure, checkpoint and context (to whoever may read payloads)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import (
+    OuterRef,
+    QuerySet,
+    Subquery,
+)
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import (
+    LINKED_ROWS,
+    ReadOnlyAdmin,
+    bounded,
+    can_view_payload,
+    link,
+    parse_id,
+    table,
+)
+from oxide_batch.admin.display import (
+    badge,
+    duration,
+    recorded_by_decision,
+)
+from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.pages.common import COUNTS, counts_text
+from oxide_batch.admin.pages.executions import JobExecutionAdmin
+from oxide_batch.conf import batch_settings
+from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.repository import DjangoJobRepository
+
+
+class ExecutionFilter(admin.SimpleListFilter):
+    title = "execution"
+    parameter_name = "execution"
+    field = "job_execution_id"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{self.field: pk}) if (pk := parse_id(value)) else queryset
+
+
+class StepFilter(ExecutionFilter):
+    title = "step"
+    parameter_name = "step"
+    field = "step_execution_id"
+
+
+@admin.register(models.StepExecution)
+class StepExecutionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "execution", "step_name", "status_badge", "took", "counts", "created")
+    list_filter = ("status", "created_at", ExecutionFilter)
+    search_fields = ("=id",)
+    search_help_text = "A step execution id."
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "execution",
+        "step_name",
+        "node_id",
+        "status_badge",
+        "exit_code",
+        "failure",
+        "created",
+        "started",
+        "ended",
+        "took",
+        "version",
+        "counts",
+        "partitions",
+        "checkpoint_viewer",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = (
+            super()
+            .get_queryset(request)
+            .defer("checkpoint", "context")
+            # A step of a finished execution never reads "running". A scalar
+            # subquery, not a join: the paginator's count then skips it.
+            .annotate(
+                execution_status=Subquery(
+                    models.JobExecution.objects.filter(pk=OuterRef("job_execution_id")).values(
+                        "status"
+                    )[:1]
+                ),
+                failure_id_given=selectors.failure_id_given(),
+            )
+        )
+        return queryset
+
+    status_badge = JobExecutionAdmin.status_badge
+    counts = JobExecutionAdmin.counts
+    created = JobExecutionAdmin.created
+    started = JobExecutionAdmin.started
+    ended = JobExecutionAdmin.ended
+
+    @admin.display(description="duration")
+    def took(self, obj: Any) -> str:
+        return duration(
+            obj.started_at,
+            obj.ended_at,
+            obj.status,
+            parent_status=getattr(obj, "execution_status", None),
+        )
+
+    @admin.display(description="failure")
+    def failure(self, obj: models.StepExecution) -> SafeString:
+        if not obj.failure_category:
+            return render_failure(None, None, execution_id=obj.job_execution_id, job_name="")
+        # The job name only when the link uses it (one read of the execution).
+        uses_name = "{job_name}" in batch_settings.FAILURE_URL_TEMPLATE
+        return render_failure(
+            obj.failure_category,
+            obj.failure_id,
+            execution_id=obj.job_execution_id,
+            job_name=obj.job_execution.job_name if uses_name else "",
+            decision_id=recorded_by_decision(obj.recovery_decision_id, step=True),
+            given=bool(getattr(obj, "failure_id_given", False)),
+        )
+
+    @admin.display(description="execution")
+    def execution(self, obj: models.StepExecution) -> SafeString:
+        return link("jobexecution", obj.job_execution_id)
+
+    @admin.display(description="partitions")
+    def partitions(self, obj: models.StepExecution) -> SafeString:
+        rows, more = bounded(
+            models.StepPartition.objects.filter(step_execution_id=obj.pk)
+            .order_by("ordinal")
+            .only("id", "partition_key", "ordinal", "status", *COUNTS, "version")[: LINKED_ROWS + 1]
+        )
+        return table(
+            ("#", "partition", "status", "counts", "version"),
+            (
+                (
+                    p.ordinal,
+                    link("steppartition", p.pk, p.partition_key),
+                    badge(p.status),
+                    counts_text(p),
+                    p.version,
+                )
+                for p in rows
+            ),
+            more=more,
+            more_url=reverse("admin:oxide_batch_steppartition_changelist") + f"?step={obj.pk}",
+        )
+
+    def checkpoint_viewer_context(
+        self, request: HttpRequest, obj: models.StepExecution
+    ) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(
+            models.StepExecution.objects.filter(pk=obj.pk)
+            .values("checkpoint", "checkpoint_checksum")
+            .first()
+            or {},
+        )
+        text = raw.get("checkpoint")
+        info: dict[str, Any] = {"present": text is not None, "size": len(text or "")}
+        if text is None:
+            return info
+        try:
+            with DjangoJobRepository().begin() as uow:
+                state = uow.step_state(obj.pk)
+        except OxideBatchError as error:
+            info.update(state="corrupt", error=error.code)
+            return info
+        envelope = state.checkpoint
+        info["state"] = "verified" if raw.get("checkpoint_checksum") else "no checksum"
+        if envelope is not None:
+            info.update(schema=envelope.schema, version=envelope.schema_version)
+            if can_view_payload(request):
+                info["payload"] = json.dumps(envelope.payload, indent=2, sort_keys=True)
+        return info
+
+    @admin.display(description="checkpoint")
+    def checkpoint_viewer(self, obj: models.StepExecution) -> SafeString:
+        info: dict[str, Any] = getattr(obj, "_checkpoint", {})
+        if not info.get("present"):
+            return format_html("{}", "No checkpoint.")
+        if info.get("state") == "corrupt":
+            return format_html(
+                '<span class="ob-badge ob-bad">corrupt</span> {} bytes; {}',
+                info["size"],
+                info["error"],
+            )
+        payload = (
+            format_html('<pre class="ob-payload">{}</pre>', info["payload"])
+            if "payload" in info
+            else format_html("<p>{}</p>", "The payload is shown only with view_batch_payload.")
+        )
+        return format_html(
+            "schema <code>{}</code> version {} · {} bytes · checksum "
+            '<span class="ob-badge ob-ok">{}</span>{}',
+            info.get("schema", "?"),
+            info.get("version", "?"),
+            info["size"],
+            info["state"],
+            payload,
+        )
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            obj._checkpoint = self.checkpoint_viewer_context(request, obj)
+        return obj
+
+
+@admin.register(models.StepPartition)
+class StepPartitionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "step",
+        "partition_key",
+        "ordinal",
+        "status_badge",
+        "worker",
+        "counts",
+        "version",
+    )
+    list_filter = ("status", StepFilter)
+    search_fields = ("=id",)
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "step",
+        "partition_key",
+        "ordinal",
+        "status_badge",
+        "worker",
+        "exit_code",
+        "counts",
+        "version",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).defer("context")
+
+    status_badge = JobExecutionAdmin.status_badge
+    counts = JobExecutionAdmin.counts
+
+    @admin.display(description="step")
+    def step(self, obj: models.StepPartition) -> SafeString:
+        return link("stepexecution", obj.step_execution_id)
+
+    @admin.display(description="worker step")
+    def worker(self, obj: models.StepPartition) -> SafeString:
+        if obj.worker_step_execution_id is None:
+            return format_html("{}", "not assigned")
+        return link("stepexecution", obj.worker_step_execution_id)
