@@ -317,10 +317,13 @@ class _ActionsMixin:
             acting = _ids(request.POST.get("ids", ""))
             overridable = _ids(request.POST.get("overridable", ""))
             selected = _ids(request.POST.get("selected", "")) or acting + overridable
-            rows = self.rows(spec, selected)
-            form = self._form(spec, acting, rows, data=request.POST, overridable=overridable)
+            # A bound form needs only what the page posted back (sealed): the
+            # rows — and a recovery's proposals — are read again only to show
+            # the page once more; an applied action computes its proposal once,
+            # under the service's lock.
+            form = self._form(spec, acting, [], data=request.POST, overridable=overridable)
             if not form.is_valid():
-                return self._render(request, spec, rows, form)
+                return self._render(request, spec, self.rows(spec, selected), form)
             attempts = self.apply(request, spec, form)
             if any(done.stale for done in attempts):
                 return self._again(request, spec, selected, attempts, form)

@@ -78,6 +78,39 @@ def test_recover_confirmation_shows_version_and_proposal_then_applies(operator_c
     assert models.RecoveryDecision.objects.filter(job_execution_id=unknown.pk).count() == 1
 
 
+def test_an_applied_recovery_computes_its_proposal_once(operator_client, demo, monkeypatch):
+    """Issue 27: the POST does not read the proposals again before acting — the
+    service computes the one it acts on, under its lock; they are read again
+    only to show the page once more (a refused form)."""
+    from oxide_batch.services import operator as operator_module
+
+    computed: list[int] = []
+    real = operator_module.OperatorService._propose
+
+    def counting(self, evidence, now):  # type: ignore[no-untyped-def]
+        computed.append(evidence.job_execution_id)
+        return real(self, evidence, now)
+
+    unknown = models.JobExecution.objects.get(status="UNKNOWN")
+    url = _url("jobexecution", "recover", unknown.pk)
+    _, form = _confirm(operator_client, url)
+    monkeypatch.setattr(operator_module.OperatorService, "_propose", counting)
+    refused = operator_client.post(url, {**form, "disposition": "MARK_FAILED"})
+    assert refused.status_code == 200  # no reason given: the page again, read again
+    assert not models.RecoveryDecision.objects.filter(job_execution_id=unknown.pk).exists()
+    assert computed == [unknown.pk]
+    computed.clear()
+    chosen = {
+        "disposition": "MARK_FAILED",
+        "failure_category": "UNKNOWN_COMMIT",
+        "reason_code": "UNKNOWN_EFFECT",
+    }
+    operator_client.post(url, {**form, **chosen})
+    unknown.refresh_from_db()
+    assert unknown.status == "FAILED"
+    assert computed == [unknown.pk]  # the service's, under the lock: once
+
+
 def test_a_row_changed_since_the_page_loaded_is_stale(operator_client, demo):
     unknown = models.JobExecution.objects.get(status="UNKNOWN")
     url = _url("jobexecution", "recover", unknown.pk)
