@@ -35,6 +35,8 @@ from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
+    JOB_EXECUTION_COLUMNS,
+    STEP_EXECUTION_COLUMNS,
     Row,
     changed_columns,
     job_execution_from_row,
@@ -43,6 +45,8 @@ from oxide_batch.repository.records import (
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+#: The execution's columns a recovery writes from (``recover_job_execution``).
+RECOVERY_EXECUTION_COLUMNS = (*JOB_EXECUTION_COLUMNS, "failed_at")
 EVIDENCE_COLUMNS = (
     "id",
     "status",
@@ -293,7 +297,8 @@ class ControlOperations(UnitOfWorkBase):
 
         One statement; with ``lock=True`` the execution row and then its step
         rows (in id order) are first locked ``FOR NO KEY UPDATE`` (three
-        statements), so the evidence read afterwards sees every commit that
+        statements) and kept for ``recover_job_execution``, so the evidence read
+        afterwards sees every commit that
         preceded the locks and neither the execution nor its steps (chunk
         commits, step transitions) can move until this unit of work ends — what
         an audited recovery needs between recomputing the proposal and
@@ -301,15 +306,19 @@ class ControlOperations(UnitOfWorkBase):
         """
         pk = self._id(JOB_EXECUTION, job_execution_id)
         if lock:
-            if self._lock_row(models.JobExecution, pk, ("id",)) is None:
+            # The rows as locked are kept for the recovery that follows in this
+            # unit of work (``recover_job_execution``): it locks neither again.
+            execution = self._lock_row(models.JobExecution, pk, RECOVERY_EXECUTION_COLUMNS)
+            if execution is None:
                 raise JobExecutionNotFound(id=pk)
-            list(
+            steps = list(
                 models.StepExecution.objects.using(self._using)
                 .select_for_update(no_key=True)
                 .filter(job_execution_id=pk)
                 .order_by("id")
-                .values_list("id", flat=True)
+                .values(*STEP_EXECUTION_COLUMNS)
             )
+            self._recovery_locked[pk] = (execution, steps)
         row = _evidence_query(self._using).filter(pk=pk).first()
         if row is None:
             raise JobExecutionNotFound(id=pk)

@@ -40,7 +40,11 @@ from oxide_batch.domain.recovery import (
     resolved_step,
 )
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
-from oxide_batch.repository.control import execution_view_from_row, newest_step_write
+from oxide_batch.repository.control import (
+    RECOVERY_EXECUTION_COLUMNS,
+    execution_view_from_row,
+    newest_step_write,
+)
 from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
@@ -303,17 +307,34 @@ class ExecutionOperations(DefinitionOperations):
         write checks); all of it commits together, and a second decision for
         the same observed version is impossible (unique row). 5 statements with
         unfinished steps (lock the execution, lock the unfinished steps, insert
-        the decision, write the execution, write the steps), 4 without.
+        the decision, write the execution, write the steps), 4 without — 3 and 2
+        after ``recovery_evidence(lock=True)`` in the same unit of work, whose
+        locked rows it takes instead of locking them again.
         """
         pk = self._id(JOB_EXECUTION, job_execution_id)
-        row = self._lock_row(models.JobExecution, pk, (*JOB_EXECUTION_COLUMNS, "failed_at"))
+        # After ``recovery_evidence(lock=True)`` in this work the rows are held
+        # already (nothing wrote them since): each is locked once.
+        held = self._recovery_locked.pop(pk, None)
+        row = (
+            held[0]
+            if held is not None
+            else self._lock_row(models.JobExecution, pk, RECOVERY_EXECUTION_COLUMNS)
+        )
         if row is None:
             raise JobExecutionNotFound(id=pk)
         prior = job_execution_from_row(row)
         now = self.now()
         recovered = recovered_execution(prior, request, now)
         assert request.steps_failure is not None
-        resolved = self._lock_unfinished_steps(pk, request.steps_failure, now)
+        resolved = (
+            [
+                resolved_step(step_execution_from_row(step), request.steps_failure, now)
+                for step in held[1]
+                if step["status"] in UNRESOLVED_STATUS_VALUES
+            ]
+            if held is not None
+            else self._lock_unfinished_steps(pk, request.steps_failure, now)
+        )
         resolved_ids = tuple(step.id for step in resolved)
         decision = models.RecoveryDecision.objects.using(self._using).create(
             job_instance_id=prior.job_instance_id,

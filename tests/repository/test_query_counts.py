@@ -155,6 +155,47 @@ def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
         assert "ORDER BY 1 ASC" in sql[1]
 
 
+def test_a_recovery_after_its_locked_evidence_locks_each_row_once(repo, started):
+    """Issue 27: the service reads the evidence under the locks, then recovers —
+    the execution and its steps are locked once (the evidence read keeps the
+    locked rows), 6 statements where there were 8."""
+    execution, _step = started
+    with repo.begin() as uow:
+        for name in ("extract", "index"):
+            uow.create_step_execution(execution.id, name)
+        uow.commit()
+
+    def evidence_then_recovery() -> None:
+        uow.recovery_evidence(execution.id, lock=True)
+        uow.recover_job_execution(execution.id, ABANDON_ORPHAN)
+
+    with repo.begin() as uow:
+        sql = count(evidence_then_recovery)
+        uow.commit()
+    assert [statement.split()[0] for statement in sql] == [
+        "SELECT",  # the execution, locked
+        "SELECT",  # its steps, locked
+        "SELECT",  # the evidence
+        "INSERT",
+        "UPDATE",
+        "UPDATE",
+    ]
+    if on_postgres():
+        assert [s.endswith("FOR NO KEY UPDATE") for s in sql[:3]] == [True, True, False]
+    with repo.begin() as uow:
+        steps = uow.step_executions(execution.id)
+    assert {step.status for step in steps} == {S.FAILED}  # every unfinished step resolved
+
+
+def test_another_operation_between_drops_the_kept_rows(repo, started):
+    execution, _step = started
+    with repo.begin() as uow:
+        uow.recovery_evidence(execution.id, lock=True)
+        uow.find_job_instance(key())
+        sql = count(lambda: uow.recover_job_execution(execution.id, ABANDON_ORPHAN))
+    assert [statement.split()[0] for statement in sql][:2] == ["SELECT", "SELECT"]  # again
+
+
 def test_recovery_without_unfinished_steps_is_four_statements(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     request = ABANDON_ORPHAN
