@@ -72,7 +72,7 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.domain.lifecycle import validate_expected_version
 from oxide_batch.domain.names import OWNER_TOKEN_BYTES
-from oxide_batch.domain.recovery import RecoveryDisposition
+from oxide_batch.domain.recovery import RecoveryDisposition, validate_recoverable
 from oxide_batch.domain.state import EnvelopeKind, StoredStateCorrupt, load_stored
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 
@@ -517,9 +517,7 @@ def check_recovery(
     """
     evidence = proposal.evidence
     execution_id = evidence.job_execution_id
-    validate_expected_version(expected_version, evidence.version)
-    if proposal.reason_code == RecoveryNotAllowed.code:
-        raise RecoveryNotAllowed(id=execution_id, status=evidence.status)
+    validate_recoverable(execution_id, evidence.status, expected_version, evidence.version)
     if proposal.reason_code == ExecutionNotStale.code and not override:
         raise ExecutionNotStale(
             id=execution_id,

@@ -333,6 +333,19 @@ def fenced_chunk(
     return changed
 
 
+def validate_recoverable(
+    execution_id: int, status: BatchStatus, expected_version: int, actual_version: int
+) -> None:
+    """The first two refusals of a recovery, in this order (contract §2.5.5):
+    ``StaleVersion`` (or ``VersionAhead``), then ``RecoveryNotAllowed`` unless
+    the status is STARTING/STARTED/STOPPING/UNKNOWN. The one statement of the
+    rule: the service's check (on the evidence) and the repository's recovery
+    (on the locked row) both read it."""
+    validate_expected_version(expected_version, actual_version)
+    if status not in UNRESOLVED_STATUSES:
+        raise RecoveryNotAllowed(id=execution_id, status=status)
+
+
 def recovered_execution(
     prior: JobExecution, request: RecoveryRequest, decided_at: datetime
 ) -> JobExecution:
@@ -343,9 +356,7 @@ def recovered_execution(
     are; ``ended_at`` becomes the decision time; the version goes up by one. A
     failure already recorded is kept when the disposition carries none.
     """
-    validate_expected_version(request.expected_version, prior.version)
-    if prior.status not in UNRESOLVED_STATUSES:
-        raise RecoveryNotAllowed(id=prior.id, status=prior.status)
+    validate_recoverable(prior.id, prior.status, request.expected_version, prior.version)
     current = prior.metadata.timestamps
     try:
         timestamps = ExecutionTimestamps(current.created_at, current.started_at, decided_at)
