@@ -55,7 +55,7 @@ from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.eligibility import decision_reason, lease, verdict
 from oxide_batch.admin.proposals import latest_step_display
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
+from oxide_batch.domain.evidence import UNKNOWN_EFFECT, Eligibility, RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import PERMISSIONS
@@ -72,7 +72,8 @@ MARKERS = {
     "unknown_commit": (
         "Unknown commit",
         "the runtime's last commit has an unknown outcome: its effect may have happened. "
-        "Marking it FAILED needs the reason code UNKNOWN_EFFECT; check the target system first.",
+        f"Marking it FAILED needs the reason code {UNKNOWN_EFFECT}; check the target system "
+        "first.",
     ),
     "lost_write": (
         "Lost write",
@@ -80,7 +81,7 @@ MARKERS = {
         "repository lost a write it had acknowledged to the runtime (e.g. a database failover "
         "to a standby that had not received it). What is stored is older than what the runtime "
         "did: it counts as an unknown commit — check the target system, then recover with "
-        "UNKNOWN_EFFECT (docs/reliability.md).",
+        f"{UNKNOWN_EFFECT} (docs/reliability.md).",
     ),
     "owner_recorded": (
         "Owner recorded",
@@ -329,7 +330,7 @@ def _lost_write(marker: dict[str, Any]) -> SafeString:
         '<span class="ob-badge ob-warn">LOST WRITE</span> detected {} UTC: a write expected '
         "version {}, the stored row is at {} — the repository lost a write it had "
         "acknowledged. It counts as an unknown commit: check the target system, then recover "
-        "with UNKNOWN_EFFECT.",
+        f"with {UNKNOWN_EFFECT}.",
         str(marker.get("detected_at", "?")).replace("T", " ").removesuffix("Z"),
         marker.get("expected_version", "?"),
         marker.get("stored_version", "?"),

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from oxide_batch.domain.durations import format_duration
+from oxide_batch.domain.evidence import UNKNOWN_EFFECT
 from oxide_batch.management.commands._cli import OxideCommand
 from oxide_batch.management.commands._operator import (
     execution_json,
@@ -66,7 +67,7 @@ def verdict(execution: dict[str, Any], proposal: dict[str, Any]) -> str:
     # Only a person resolves an unknown commit (the watchdog leaves it alone).
     unknown = (
         "the unknown-commit marker is set, so no watchdog acts on it: MARK_FAILED needs "
-        "--reason UNKNOWN_EFFECT"
+        f"--reason {UNKNOWN_EFFECT}"
     )
     eligibility = proposal["eligibility"]
     if eligibility == "unknown_status":
