@@ -32,13 +32,17 @@ RATE = "3/min"
 LIMIT = 3
 
 
+@pytest.fixture(autouse=True)
+def counted_from_nothing(db: None) -> None:
+    """Every test counts from an empty throttle cache: counts an earlier test
+    committed (a live server's, in the same database) for the same user — role
+    clients are made once per process — would otherwise be there already."""
+    throttling.throttle_cache().clear()
+
+
 @pytest.fixture
 def limited(settings: Any) -> None:
-    """The operator rate set, counted from nothing: counts an earlier test
-    committed (a live server's, in the same database) for the same user would
-    otherwise be spent already."""
     settings.OXIDE_BATCH_OPERATOR_THROTTLE_RATE = RATE
-    throttling.throttle_cache().clear()
 
 
 def hold(operator: Runtime, instance_id: int, operation_id: str, *, place: bool = True) -> Any:
