@@ -156,6 +156,19 @@ class JobInstanceSelection:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """The result of ``launch_job_execution``: the instance (and whether the
+    launch created it) and its new attempt, claimed and STARTED."""
+
+    selection: JobInstanceSelection
+    execution: JobExecution
+
+    @property
+    def instance(self) -> JobInstance:
+        return self.selection.instance
+
+
+@dataclass(frozen=True)
 class _Execution:
     """What job and step executions share: metadata under an optimistic version."""
 

@@ -36,7 +36,13 @@ from typing import Any, Final
 from django.db import transaction
 
 from oxide_batch.domain.evidence import ExecutionControl, StopResult
-from oxide_batch.domain.execution import JobExecution, JobInstanceSelection, StepExecution
+from oxide_batch.domain.execution import (
+    JobExecution,
+    JobInstance,
+    JobInstanceSelection,
+    Launch,
+    StepExecution,
+)
 from oxide_batch.domain.operator import OperatorAction, OperatorRecord, RecordOutcome
 from oxide_batch.domain.recovery import RecoveryResult
 from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction, RetentionRecord
@@ -204,6 +210,7 @@ class RepositoryObserver:
         self._handlers: Mapping[str, Callable[[OperationEvent], None]] = {
             "select_or_create_job_instance": self._instance_selected,
             "create_job_execution": self._launched,
+            "launch_job_execution": self._launch,
             "transition_job_execution": self._job_transitioned,
             "enrich_job_exit_status": self._job_written,
             "claim_execution_owner": self._view_written,
@@ -301,15 +308,17 @@ class RepositoryObserver:
         if not isinstance(selection, JobInstanceSelection) or not selection.created:
             return
         instance = selection.instance
+        self._after_commit(
+            event, lambda request_id: self._say_instance_created(instance, request_id)
+        )
 
-        def say(request_id: str | None) -> None:
-            events.emit(
-                "instance.created",
-                {"job_name": instance.job_name, "job_instance_id": instance.id, "outcome": "ok"},
-                request_id=request_id,
-            )
-
-        self._after_commit(event, say)
+    @staticmethod
+    def _say_instance_created(instance: JobInstance, request_id: str | None) -> None:
+        events.emit(
+            "instance.created",
+            {"job_name": instance.job_name, "job_instance_id": instance.id, "outcome": "ok"},
+            request_id=request_id,
+        )
 
     def _launched(self, event: OperationEvent) -> None:
         execution = event.result
@@ -317,18 +326,44 @@ class RepositoryObserver:
             return
 
         def say(request_id: str | None) -> None:
-            self.memory.remember(JOB, execution.id, execution.version, execution.status)
-            events.emit(
-                "execution.launched",
-                {
-                    **job_fields(execution),
-                    "status": execution.status.value,
-                    "version": execution.version,
-                    "restart": execution.attempt > 1,
-                    "outcome": "ok",
-                },
-                request_id=request_id,
-            )
+            self._say_launched(execution, execution.status, execution.version, request_id)
+
+        self._after_commit(event, say)
+
+    def _say_launched(
+        self,
+        execution: JobExecution,
+        status: BatchStatus,
+        version: int,
+        request_id: str | None,
+    ) -> None:
+        self.memory.remember(JOB, execution.id, version, status)
+        events.emit(
+            "execution.launched",
+            {
+                **job_fields(execution),
+                "status": status.value,
+                "version": version,
+                "restart": execution.attempt > 1,
+                "outcome": "ok",
+            },
+            request_id=request_id,
+        )
+
+    def _launch(self, event: OperationEvent) -> None:
+        """A fused launch (SPEC §11) says what the separate requests say: the
+        instance created (when it was), the attempt launched (STARTING,
+        version 0), its move to STARTED (version 1). The claim says nothing."""
+        launch = event.result
+        if not isinstance(launch, Launch):
+            return
+        execution = launch.execution
+
+        def say(request_id: str | None) -> None:
+            if launch.selection.created:
+                self._say_instance_created(launch.instance, request_id)
+            self._say_launched(execution, S.STARTING, 0, request_id)
+            self._transition(JOB, execution, S.STARTING, request_id)
 
         self._after_commit(event, say)
 
@@ -440,6 +475,15 @@ class RepositoryObserver:
     # -- steps -------------------------------------------------------------------------
 
     def _step_created(self, event: OperationEvent) -> None:
+        """A step created STARTED (SPEC §11) also says its start: created
+        STARTING at version 0, then STARTING → STARTED at version 1."""
+        step = event.result
+        if isinstance(step, StepExecution) and step.status is S.STARTED:
+            self._step_event(event, "step.created", S.STARTING, 0)
+            self._after_commit(
+                event, lambda request_id: self._transition(STEP, step, S.STARTING, request_id)
+            )
+            return
         self._step_event(event, "step.created")
 
     def _step_transitioned(self, event: OperationEvent) -> None:
@@ -455,10 +499,26 @@ class RepositoryObserver:
             self._after_commit(event, lambda _: self._remember(STEP, step))
 
     def _chunk_committed(self, event: OperationEvent) -> None:
+        """A finishing chunk (SPEC §11) says the chunk (on the STARTED step) and
+        then the step's end, both at the one version the row ends at."""
+        step = event.result
+        if isinstance(step, StepExecution) and step.status is not S.STARTED:
+            self._step_event(event, "step.chunk_committed", S.STARTED, step.version)
+            self._after_commit(
+                event, lambda request_id: self._transition(STEP, step, S.STARTED, request_id)
+            )
+            return
         self._step_event(event, "step.chunk_committed")
 
-    def _step_event(self, event: OperationEvent, name: str) -> None:
-        """After commit: remember the step's state and say ``name`` about it."""
+    def _step_event(
+        self,
+        event: OperationEvent,
+        name: str,
+        status: BatchStatus | None = None,
+        version: int | None = None,
+    ) -> None:
+        """After commit: remember the step's state and say ``name`` about it (in
+        ``status`` at ``version`` when given: a fused write's earlier fact)."""
         step = event.result
         if not isinstance(step, StepExecution):
             return
@@ -469,8 +529,8 @@ class RepositoryObserver:
                 name,
                 {
                     **step_fields(step),
-                    "status": step.status.value,
-                    "version": step.version,
+                    "status": (status or step.status).value,
+                    "version": step.version if version is None else version,
                     "outcome": "ok",
                 },
                 request_id=request_id,

@@ -56,19 +56,25 @@ class DjangoJobRepository:
             batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH
         )
 
-    def begin(self, *, runtime_user_id: int | None = None) -> DjangoUnitOfWork:
+    def begin(
+        self, *, runtime_user_id: int | None = None, owner_token: bytes | None = None
+    ) -> DjangoUnitOfWork:
         """A new unit of work; it opens its transaction when entered.
 
         ``runtime_user_id``: the runtime user it writes for (the API's runtime
         endpoints pass the authenticated user): a claim records that user, and
         runtime writes to an execution another user claimed are refused
         (``ExecutionOwned``, contract §2.5.2). ``None`` binds nothing (in-process callers).
+        ``owner_token``: the token the runtime's writes carry — a write to an
+        execution that recorded another token is ``ExecutionOwned``, and
+        ``write_control`` compares it with the recorded one.
         """
         return DjangoUnitOfWork(
             clock=self.clock,
             using=self.using,
             state_limits=self.state_limits,
             runtime_user_id=runtime_user_id,
+            owner_token=owner_token,
         )
 
     def descriptor(self) -> RepositoryDescriptor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from typing import Any
 
 from django.db.models import F
 
@@ -15,13 +16,19 @@ from oxide_batch.domain.errors import (
     JobExecutionNotFound,
     JobInstanceNotFound,
 )
-from oxide_batch.domain.evidence import already_active
+from oxide_batch.domain.evidence import already_active, validate_owner_token
 from oxide_batch.domain.execution import (
     FailureSummary,
     JobExecution,
     JobInstance,
     JobInstanceSelection,
+    Launch,
     StepExecution,
+)
+from oxide_batch.domain.fused import (
+    fenced_transition_with_exit,
+    started_on_creation,
+    with_exit_code,
 )
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.launch import plan_new_attempt
@@ -35,7 +42,6 @@ from oxide_batch.domain.recovery import (
     RecoveryRequest,
     RecoveryResult,
     fenced_enrich,
-    fenced_transition,
     recovered_execution,
     resolved_step,
 )
@@ -124,7 +130,43 @@ class ExecutionOperations(DefinitionOperations):
         edge from the latest attempt's (``IncompatibleDefinition``), and the
         attempt records the edge it used.
         """
-        pk = self._id(JOB_INSTANCE, job_instance_id)
+        return self._new_attempt(self._id(JOB_INSTANCE, job_instance_id), definition_digest)
+
+    @operation
+    def launch_job_execution(
+        self,
+        key: JobInstanceKey,
+        owner_token: bytes,
+        *,
+        definition_digest: str | None = None,
+    ) -> Launch:
+        """SPEC §11 "Fewer round trips": select or create the instance of
+        ``key``, create its next attempt, claim it for ``owner_token`` and this
+        unit of work's runtime user, and start it — one transaction, the new
+        execution row written once.
+
+        The attempt follows :meth:`create_job_execution`'s rules and refusals
+        (``CompletedInstance``, ``AbandonedInstance``, ``ExecutionAlreadyActive``,
+        the definition errors), under the same instance lock; it is then moved
+        STARTING → STARTED by the lifecycle table (the claim checks and keeps
+        the version) and inserted as that row: STARTED, version 1, the owner
+        recorded, ``created_at`` = ``started_at`` = ``last_activity_at`` = now —
+        where create, claim and start leave it. A refusal raises before
+        anything is written but the instance, which the caller's rollback takes
+        back too. Statements: the instance's insert-on-conflict (plus its read
+        when it exists), the instance lock, the latest attempt, the built-in
+        definition's id for a first attempt without a digest, the insert: 5.
+        """
+        token = validate_owner_token(owner_token)
+        selection = self.select_or_create_job_instance(key)
+        launched = self._new_attempt(selection.instance.id, definition_digest, owner_token=token)
+        return Launch(selection=selection, execution=launched)
+
+    def _new_attempt(
+        self, pk: int, definition_digest: str | None, *, owner_token: bytes | None = None
+    ) -> JobExecution:
+        """Insert the instance's next attempt (STARTING, version 0); with
+        ``owner_token`` already claimed and STARTED (version 1)."""
         instance = self._lock_row(models.JobInstance, pk, ("id", "job_name"))
         if instance is None:
             raise JobInstanceNotFound(id=pk)
@@ -144,6 +186,11 @@ class ExecutionOperations(DefinitionOperations):
         definition_id, upgrade_id = self._bind_definition(
             pk, instance["job_name"], latest, definition_digest
         )
+        metadata, version = attempt.metadata, 0
+        claim: dict[str, Any] = {}
+        if owner_token is not None:
+            metadata, version = started_on_creation(metadata, now)
+            claim = {"owner_token": owner_token, "owner_user_id": self._runtime_user_id}
         row = models.JobExecution.objects.using(self._using).create(
             job_instance_id=pk,
             job_name=instance["job_name"],
@@ -152,12 +199,15 @@ class ExecutionOperations(DefinitionOperations):
             definition_id=definition_id,
             upgrade_id=upgrade_id,
             last_activity_at=now,
-            **metadata_columns(attempt.metadata, 0, now),
+            **claim,
+            **metadata_columns(metadata, version, now),
         )
+        if owner_token is not None:
+            self._remember_control(row.pk, owner_token, None, None)
         return JobExecution(
             id=row.pk,
-            metadata=attempt.metadata,
-            version=0,
+            metadata=metadata,
+            version=version,
             updated_at=now,
             job_instance_id=pk,
             job_name=instance["job_name"],
@@ -243,8 +293,12 @@ class ExecutionOperations(DefinitionOperations):
         *,
         by_runtime: bool = False,
         by_operator: bool = False,
+        exit_code: str | None = None,
     ) -> JobExecution:
         """CAS transition: lock the row, check version and rule, write, bump the version.
+
+        ``exit_code`` (a runtime's, SPEC §11) is stored by the same write, after
+        every rule of the transition: still one version step.
 
         ``by_runtime`` (the runtime API) applies the runtime's restriction
         (contract §2.1), under the same row lock and in the pair check's place of
@@ -259,11 +313,16 @@ class ExecutionOperations(DefinitionOperations):
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: (
-                compare_and_transition(
-                    current.metadata, current.version, expected_version, transition.stamped(now)
+                with_exit_code(
+                    compare_and_transition(
+                        current.metadata, current.version, expected_version, transition.stamped(now)
+                    ),
+                    exit_code,
                 )
                 if not by_runtime
-                else fenced_transition(current, expected_version, transition.stamped(now))
+                else fenced_transition_with_exit(
+                    current, expected_version, transition.stamped(now), exit_code
+                )
             ),
             activity=not by_operator,
             execution=True,

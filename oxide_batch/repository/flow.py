@@ -162,8 +162,10 @@ class FlowOperations(StepOperations):
         start_limit: int | None = None,
         *,
         allow_start_if_complete: bool = False,
+        started: bool = False,
     ) -> StepExecution:
-        """A STARTING step (version 0) for plan node ``node_id``, under its start limit.
+        """A STARTING step (version 0) for plan node ``node_id``, under its start limit;
+        ``started``: STARTED at once (version 1, :meth:`create_step_execution`).
 
         Locks the instance row (``FOR NO KEY UPDATE``, found through the
         execution; none → ``JobExecutionNotFound``), then the job execution
@@ -216,7 +218,7 @@ class FlowOperations(StepOperations):
         if restart and newest and newest[0]["job_execution_id"] != parent_id:
             allow = _node_allows_start_if_complete(parent, node, allow_start_if_complete)
             source = self._takeover(step_name, newest[0], allow)
-        return self._insert_step(parent_id, parent, step_name, node, source)
+        return self._insert_step(parent_id, parent, step_name, node, source, started=started)
 
     def _lock_instance_of(self, job_execution_id: int) -> int:
         """Lock the instance of a job execution (``FOR NO KEY UPDATE``); its id."""

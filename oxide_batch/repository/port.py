@@ -26,9 +26,11 @@ from oxide_batch.domain.execution import (
     JobExecution,
     JobInstance,
     JobInstanceSelection,
+    Launch,
     StepExecution,
 )
 from oxide_batch.domain.flow import FlowDecision, FlowDecisionRequest, FlowTransitionKind
+from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.operator import OperatorAction, OperatorRecord, OperatorRecordDraft
 from oxide_batch.domain.parameters import JobInstanceKey
@@ -55,6 +57,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
 
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
+    def write_control(self, job_execution_id: int) -> WriteControl | None: ...
 
     def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection: ...
     def find_job_instance(self, key: JobInstanceKey) -> JobInstance | None: ...
@@ -62,6 +65,9 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def create_job_execution(
         self, job_instance_id: int, *, definition_digest: str | None = None
     ) -> JobExecution: ...
+    def launch_job_execution(
+        self, key: JobInstanceKey, owner_token: bytes, *, definition_digest: str | None = None
+    ) -> Launch: ...
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
     def job_executions(self, job_instance_id: int) -> list[JobExecution]: ...
     def transition_job_execution(
@@ -72,6 +78,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         *,
         by_runtime: bool = False,
         by_operator: bool = False,
+        exit_code: str | None = None,
     ) -> JobExecution: ...
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str
@@ -117,11 +124,17 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         *,
         node_id: str | None = None,
         allow_start_if_complete: bool = False,
+        started: bool = False,
     ) -> StepExecution: ...
     def get_step_execution(self, step_execution_id: int) -> StepExecution: ...
     def step_executions(self, job_execution_id: int) -> list[StepExecution]: ...
     def transition_step_execution(
-        self, step_execution_id: int, expected_version: int, transition: LifecycleTransition
+        self,
+        step_execution_id: int,
+        expected_version: int,
+        transition: LifecycleTransition,
+        *,
+        exit_code: str | None = None,
     ) -> StepExecution: ...
     def enrich_step_exit_status(
         self, step_execution_id: int, expected_version: int, exit_code: str
@@ -134,6 +147,8 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         *,
         checkpoint: StateEnvelope | None = None,
         context: StateEnvelope | None = None,
+        finish: LifecycleTransition | None = None,
+        exit_code: str | None = None,
     ) -> StepExecution: ...
     def step_state(self, step_execution_id: int) -> StepState: ...
 
@@ -151,6 +166,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         start_limit: int | None = None,
         *,
         allow_start_if_complete: bool = False,
+        started: bool = False,
     ) -> StepExecution: ...
     def latest_flow_step(self, job_instance_id: int, node_id: str) -> StepExecution | None: ...
     def append_flow_decision(self, request: FlowDecisionRequest) -> FlowDecision: ...
@@ -202,5 +218,7 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
 
 
 class JobRepository(Protocol):
-    def begin(self, *, runtime_user_id: int | None = None) -> UnitOfWork: ...
+    def begin(
+        self, *, runtime_user_id: int | None = None, owner_token: bytes | None = None
+    ) -> UnitOfWork: ...
     def descriptor(self) -> RepositoryDescriptor: ...

@@ -264,8 +264,15 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
 
 
 # What a step's locking read carries of its job execution: the user whose token
-# claimed it (contract §2.5.2), named as ``values()`` would.
-STEP_EXTRAS = ("job_execution__owner_user_id",)
+# claimed it (contract §2.5.2) and the control state a
+# runtime write answers with (the token, a stop request, the recovery fence),
+# named as ``values()`` would.
+STEP_EXTRAS = (
+    "job_execution__owner_user_id",
+    "job_execution__owner_token",
+    "job_execution__stop_requested_at",
+    "job_execution__recovery_decision_id",
+)
 _locked_steps: dict[tuple[Any, ...], SelectRow] = {}
 
 
@@ -286,12 +293,14 @@ def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
     quote = connection.ops.quote_name
     step, execution = models_.StepExecution, models_.JobExecution
     fields = [_field(step, name) for name in columns]
-    owner = _field(execution, "owner_user_id")
+    joined = [_field(execution, name.removeprefix("job_execution__")) for name in STEP_EXTRAS]
 
     def column(alias: str, field: models.Field[Any, Any]) -> str:
         return f"{alias}.{quote(field.column)}"
 
-    selected = ", ".join([*(column("s", field) for field in fields), column("e", owner)])
+    selected = ", ".join(
+        [*(column("s", field) for field in fields), *(column("e", field) for field in joined)]
+    )
     locking = " FOR NO KEY UPDATE OF s" if connection.vendor == "postgresql" else ""
     sql = (
         f"SELECT {selected} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
@@ -299,7 +308,7 @@ def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         f"ON {column('e', _pk(execution))} = {column('s', _field(step, 'job_execution_id'))} "
         f"WHERE {column('s', _pk(step))} = %s{locking}"
     )
-    decoders = _decoders([*fields, owner], connection.vendor)
+    decoders = _decoders([*fields, *joined], connection.vendor)
     name = _name("lock+claimant", step._meta.db_table, columns)
     return SelectRow(name, sql, (*columns, *STEP_EXTRAS), decoders)
 

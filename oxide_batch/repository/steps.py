@@ -23,11 +23,16 @@ from oxide_batch.domain.execution import (
     ExecutionMetadata,
     StepExecution,
 )
+from oxide_batch.domain.fused import (
+    fenced_finishing_chunk,
+    fenced_transition_with_exit,
+    started_on_creation,
+)
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, validate_name
-from oxide_batch.domain.recovery import fenced_chunk, fenced_enrich, fenced_transition
+from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import (
     EnvelopeKind,
     StateEnvelope,
@@ -94,8 +99,13 @@ class StepOperations(UnitOfWorkBase):
         *,
         node_id: str | None = None,
         allow_start_if_complete: bool = False,
+        started: bool = False,
     ) -> StepExecution:
-        """A STARTING step (version 0) under a STARTING or STARTED job execution.
+        """A STARTING step (version 0) under a STARTING or STARTED job execution;
+        with ``started`` (SPEC §11) it is inserted STARTED instead — the table's
+        STARTING → STARTED applied before the insert: ``started_at`` set,
+        version 1, where create and start leave it, in one row write. What it
+        took over is kept for the answer (:meth:`created_step_state`).
 
         Locks the job execution (``FOR NO KEY UPDATE``: it is not changed, but
         its status must not move underneath). Raises ``ExecutionOwned`` when
@@ -123,7 +133,7 @@ class StepOperations(UnitOfWorkBase):
         if parent["restart_of_id"] is not None:
             source = self._restart_source(parent_id, parent, step_name)
             source = self._takeover(step_name, source, allow_start_if_complete)
-        return self._insert_step(parent_id, parent, step_name, node, source)
+        return self._insert_step(parent_id, parent, step_name, node, source, started=started)
 
     def _lock_step_parent(self, parent_id: int) -> dict[str, Any]:
         """Lock the job execution a step is created under: its claimant must be
@@ -138,6 +148,9 @@ class StepOperations(UnitOfWorkBase):
                 "status",
                 "restart_of_id",
                 "owner_user_id",
+                "owner_token",
+                "stop_requested_at",
+                "recovery_decision_id",
                 "upgrade__step_mapping",
                 "definition__manifest_format",
                 "definition__manifest",
@@ -146,7 +159,13 @@ class StepOperations(UnitOfWorkBase):
         )
         if parent is None:
             raise JobExecutionNotFound(id=parent_id)
-        self._check_claimant(parent_id, parent["owner_user_id"])
+        self._check_claimant(parent_id, parent["owner_user_id"], parent["owner_token"])
+        self._remember_control(
+            parent_id,
+            parent["owner_token"],
+            parent["stop_requested_at"],
+            parent["recovery_decision_id"],
+        )
         status = BatchStatus(parent["status"])
         if status not in STEP_PARENT_STATUSES:
             raise InvalidState(id=parent_id, status=status, hint=STEP_PARENT_HINT)
@@ -220,8 +239,11 @@ class StepOperations(UnitOfWorkBase):
         step_name: str,
         node: str,
         source: dict[str, Any] | None,
+        *,
+        started: bool = False,
     ) -> StepExecution:
-        """Insert a STARTING step, taking over ``source``'s counts and state.
+        """Insert a STARTING step (STARTED at version 1 when ``started``),
+        taking over ``source``'s counts and state.
 
         ``source``'s checkpoint and context are verified before anything is
         written: one that does not verify → ``FaultStateCorrupt``, no row.
@@ -229,10 +251,16 @@ class StepOperations(UnitOfWorkBase):
         now = self.now()
         metadata = ExecutionMetadata.starting(now)
         state: dict[str, Any] = {}
+        checkpoint = context = None
         if source is not None:
             state = verified_takeover(source)
+            checkpoint = _load(source, "checkpoint", EnvelopeKind.CHECKPOINT)
+            context = _load(source, "context", EnvelopeKind.CONTEXT)
             counts = ExecutionCounts(*(source[f"{name}_count"] for name in COUNT_FIELDS))
             metadata = dataclasses.replace(metadata, counts=counts)
+        version = 0
+        if started:
+            metadata, version = started_on_creation(metadata, now)
         new_id = self._insert_unless_conflict(
             models.StepExecution,
             {
@@ -240,17 +268,17 @@ class StepOperations(UnitOfWorkBase):
                 "job_execution": parent_id,
                 "step_name": step_name,
                 "node_id": node,
-                **metadata_columns(metadata, 0, now),
+                **metadata_columns(metadata, version, now),
                 "last_activity_at": now,
                 **state,
             },
         )
         if new_id is None:
             raise StepExecutionExists(job_execution_id=parent_id, step_name=step_name)
-        return StepExecution(
+        step = StepExecution(
             id=new_id,
             metadata=metadata,
-            version=0,
+            version=version,
             updated_at=now,
             job_instance_id=parent["job_instance_id"],
             job_execution_id=parent_id,
@@ -258,6 +286,14 @@ class StepOperations(UnitOfWorkBase):
             node_id=node,
             last_activity_at=now,
         )
+        self._created_steps[new_id] = StepState(step, checkpoint, context)
+        return step
+
+    def created_step_state(self, step_execution_id: int) -> StepState | None:
+        """A step this unit of work created, with the checkpoint and context it
+        took over (verified; ``None`` each when it started fresh) — what the
+        answer to a step create carries, no query added."""
+        return self._created_steps.get(step_execution_id)
 
     @operation
     def commit_chunk(
@@ -268,8 +304,15 @@ class StepOperations(UnitOfWorkBase):
         *,
         checkpoint: StateEnvelope | None = None,
         context: StateEnvelope | None = None,
+        finish: LifecycleTransition | None = None,
+        exit_code: str | None = None,
     ) -> StepExecution:
         """One chunk's durable progress, as one CAS on a STARTED step.
+
+        ``finish`` (SPEC §11) ends the step with this chunk: after the chunk's
+        rules, the step moves to ``finish.target`` by the lifecycle table and
+        stores ``exit_code`` when given — the same one write, version + 1. A
+        refusal (any of them) writes nothing: the step stays STARTED.
 
         ``counts`` are the chunk's deltas, added under the lock (the result
         carries the totals); ``checkpoint`` and ``context``, when given, replace
@@ -293,7 +336,13 @@ class StepOperations(UnitOfWorkBase):
             STEP_EXECUTION_COLUMNS,
             step_execution_from_row,
             lambda missing: StepExecutionNotFound(id=missing),
-            lambda current, now: fenced_chunk(current, expected_version, counts),
+            lambda current, now: fenced_finishing_chunk(
+                current,
+                expected_version,
+                counts,
+                None if finish is None else finish.stamped(now),
+                exit_code,
+            ),
             extra,
             activity=True,
         )
@@ -337,17 +386,23 @@ class StepOperations(UnitOfWorkBase):
 
     @operation
     def transition_step_execution(
-        self, step_execution_id: int, expected_version: int, transition: LifecycleTransition
+        self,
+        step_execution_id: int,
+        expected_version: int,
+        transition: LifecycleTransition,
+        *,
+        exit_code: str | None = None,
     ) -> StepExecution:
-        """CAS transition of a step; steps follow the full lifecycle table."""
+        """CAS transition of a step; steps follow the full lifecycle table.
+        ``exit_code`` is stored by the same write (version + 1, SPEC §11)."""
         return self._compare_and_swap(
             models.StepExecution,
             self._id(STEP_EXECUTION, step_execution_id),
             STEP_EXECUTION_COLUMNS,
             step_execution_from_row,
             lambda pk: StepExecutionNotFound(id=pk),
-            lambda current, now: fenced_transition(
-                current, expected_version, transition.stamped(now), runtime_job=False
+            lambda current, now: fenced_transition_with_exit(
+                current, expected_version, transition.stamped(now), exit_code, runtime_job=False
             ),
             activity=True,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hmac
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
+from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.domain.status import BatchStatus
@@ -115,6 +117,7 @@ class UnitOfWorkBase:
         using: str,
         state_limits: StateLimits | None = None,
         runtime_user_id: int | None = None,
+        owner_token: bytes | None = None,
     ) -> None:
         self._clock = clock
         self._using = using
@@ -123,6 +126,9 @@ class UnitOfWorkBase:
         # to an execution another user claimed are refused. ``None``: an
         # in-process caller (services, commands, tests), bound by neither.
         self._runtime_user_id = runtime_user_id
+        # The owner token the runtime's writes carry (SPEC §11: a write carrying
+        # one must carry the owner's), and what their answers compare it with.
+        self._owner_token = owner_token
         self._state_limits = state_limits or StateLimits()
         self._state = _State.NEW
         self._fault: RepositoryError | None = None
@@ -141,6 +147,11 @@ class UnitOfWorkBase:
         # The execution whose row (or a step of which) this work last locked:
         # a ``VersionAhead`` refused here marks it (:meth:`_record_lost_write`).
         self._execution_in_hand: int | None = None
+        # What the rows this work locked showed of each execution's control
+        # (token, stop request, fence): id → :class:`WriteControl` columns.
+        self._control_rows: dict[int, tuple[bytes | None, datetime | None, int | None]] = {}
+        # Steps this work created, with what they took over (``steps.StepState``).
+        self._created_steps: dict[int, Any] = {}
         # What a failed COMMIT loses: the successful operations, as observed.
         self._observed: list[hooks.OperationEvent] = []
 
@@ -332,6 +343,10 @@ class UnitOfWorkBase:
         if row is not None:
             self._execution_images[pk] = row
             self._execution_in_hand = pk
+            if "owner_token" in row:
+                self._remember_control(
+                    pk, row["owner_token"], row["stop_requested_at"], row["recovery_decision_id"]
+                )
         return row
 
     def _lock_step(
@@ -342,7 +357,39 @@ class UnitOfWorkBase:
         row = self._run(statements.lock_step(self._connection, columns), pk, cursor)
         if row is not None and "job_execution_id" in row:
             self._execution_in_hand = row["job_execution_id"]
+            self._remember_control(
+                row["job_execution_id"],
+                row["job_execution__owner_token"],
+                row["job_execution__stop_requested_at"],
+                row["job_execution__recovery_decision_id"],
+            )
         return row
+
+    def _remember_control(
+        self,
+        job_execution_id: int,
+        owner_token: Any,
+        stop_requested_at: datetime | None,
+        recovery_decision_id: int | None,
+    ) -> None:
+        token = None if owner_token is None else bytes(owner_token)
+        self._control_rows[job_execution_id] = (token, stop_requested_at, recovery_decision_id)
+
+    def write_control(self, job_execution_id: int) -> WriteControl | None:
+        """The control state of an execution as the rows this unit of work
+        locked showed it (its own row, or a step's with the execution's columns
+        joined), compared with the owner token the work carries — what a runtime
+        write answers with, no query added; ``None`` when nothing of it was read."""
+        found = self._control_rows.get(job_execution_id)
+        if found is None:
+            return None
+        token, stop_requested_at, decision = found
+        return WriteControl.of(
+            recorded_token=token,
+            carried_token=self._owner_token,
+            stop_requested_at=stop_requested_at,
+            recovery_decision_id=decision,
+        )
 
     def _run(
         self, statement: statements.SelectRow, pk: int, cursor: Any = None
@@ -357,13 +404,26 @@ class UnitOfWorkBase:
                 return statement.run(cursor, connection, pk)
         return statement.run(cursor, connection, pk)
 
-    def _check_claimant(self, job_execution_id: int, owner_user_id: int | None) -> None:
+    def _check_claimant(
+        self, job_execution_id: int, owner_user_id: int | None, recorded_token: Any = None
+    ) -> None:
         """Refuse a runtime write to an execution (or anything under it) that
         another runtime user claimed: ``ExecutionOwned(other_user=True)``. Nothing
-        to check when no user claimed it or this unit of work writes for no one."""
+        to check when no user claimed it or this unit of work writes for no one.
+        When the work carries an owner token and ``recorded_token`` (the
+        execution's) is given, another recorded token is ``ExecutionOwned`` too
+        (SPEC §11: a write carrying an owner token must carry the owner's); an
+        unclaimed execution has no owner's token to compare with."""
         runtime = self._runtime_user_id
         if owner_user_id is not None and runtime is not None and owner_user_id != runtime:
             raise ExecutionOwned(id=job_execution_id, other_user=True)
+        carried = self._owner_token
+        if (
+            carried is not None
+            and recorded_token is not None
+            and not hmac.compare_digest(bytes(recorded_token), carried)
+        ):
+            raise ExecutionOwned(id=job_execution_id, other_user=False)
 
     def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None:
         """The row of a job execution this unit of work locked and wrote, with
@@ -450,9 +510,13 @@ class UnitOfWorkBase:
             if row is None:
                 raise not_found(pk)
             if execution:
-                self._check_claimant(pk, row["owner_user_id"])
+                self._check_claimant(pk, row["owner_user_id"], row["owner_token"])
             else:
-                self._check_claimant(row["job_execution_id"], row["job_execution__owner_user_id"])
+                self._check_claimant(
+                    row["job_execution_id"],
+                    row["job_execution__owner_user_id"],
+                    row["job_execution__owner_token"],
+                )
             current = from_row(row)
             now = self.now()
             metadata, version = change(current, now)
