@@ -17,6 +17,8 @@ from typing import Any
 from oxide_batch.api.selectors import ExecutionRecord
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
+from oxide_batch.domain.fused import WriteControl
+from oxide_batch.domain.state import StateEnvelope
 
 
 def counts_data(counts: ExecutionCounts) -> dict[str, int]:
@@ -73,6 +75,48 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
             "digest": definition.digest,
         },
     }
+
+
+def control_data(control: WriteControl) -> dict[str, Any]:
+    """``WriteControlOutput(control).data``."""
+    return {
+        "stop_requested": control.stop_requested,
+        "owner_matches": bool(control.owner_matches),
+        "fenced": control.fenced,
+    }
+
+
+def _with_control(data: dict[str, Any], control: WriteControl | None) -> dict[str, Any]:
+    # Only a write that carried an owner token answers with ``control``: the
+    # answers of the writes that carry none stay as they were (decision 157).
+    if control is not None and control.owner_matches is not None:
+        data["control"] = control_data(control)
+    return data
+
+
+def execution_write_data(record: ExecutionRecord, control: WriteControl | None) -> dict[str, Any]:
+    """``ExecutionOutput`` of a runtime write: with ``control`` when it carried a token."""
+    return _with_control(execution_data(record), control)
+
+
+def step_write_data(step: StepExecution, control: WriteControl | None) -> dict[str, Any]:
+    """``StepOutput`` of a runtime write: with ``control`` when it carried a token."""
+    return _with_control(step_data(step), control)
+
+
+def step_create_data(
+    step: StepExecution,
+    control: WriteControl | None,
+    taken_over: tuple[StateEnvelope | None, StateEnvelope | None] | None,
+) -> dict[str, Any]:
+    """``StepOutput`` of a step create; created STARTED (``taken_over``
+    given), with the checkpoint and context it took over."""
+    data = step_write_data(step, control)
+    if taken_over is not None:
+        checkpoint, context = taken_over
+        data["checkpoint"] = None if checkpoint is None else checkpoint.as_json()
+        data["context"] = None if context is None else context.as_json()
+    return data
 
 
 def step_data(step: StepExecution) -> dict[str, Any]:

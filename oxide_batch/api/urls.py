@@ -36,6 +36,7 @@ urlpatterns = [
         views.ReusableFlowDecisionView.as_view(),
         name="reusable-flow-decision",
     ),
+    path("launches", views.LaunchesView.as_view(), name="launches"),
     path("executions", views.ExecutionsView.as_view(), name="executions"),
     path("executions/<batch_id:execution_id>", views.ExecutionView.as_view(), name="execution"),
     path(

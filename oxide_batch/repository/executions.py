@@ -202,8 +202,7 @@ class ExecutionOperations(DefinitionOperations):
             **claim,
             **metadata_columns(metadata, version, now),
         )
-        if owner_token is not None:
-            self._remember_control(row.pk, owner_token, None, None)
+        self._remember_control(row.pk, owner_token, None, None)
         return JobExecution(
             id=row.pk,
             metadata=metadata,

@@ -209,6 +209,9 @@ class May:
     change: dict[str, set[str]]
     add: frozenset[str] = frozenset()
     delete: bool = False
+    # The version a new row starts at: 0, but a fused launch's attempt is
+    # inserted where create + claim + start leave it, 1 (decision 156).
+    starts_at: int = 0
 
 
 def may(change: dict[str, set[str]] | None = None, *add: str, delete: bool = False) -> May:
@@ -221,6 +224,8 @@ CONTRACT: dict[str, May] = {
     "register_definition_upgrade": may(None, "DefinitionUpgrade"),
     "select_or_create_instance": may(None, "JobInstance"),
     "create_execution": may(None, "JobExecution"),
+    # SPEC §11: the instance (when new) and its attempt, inserted claimed and STARTED.
+    "launch": May({}, frozenset({"JobInstance", "JobExecution"}), starts_at=1),
     # A move to FAILED records when it failed (kept by a later abandon).
     "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
@@ -302,7 +307,7 @@ def test_protected_state_changes_only_through_its_own_operation(
     assert added <= contract.add, added
     for key, row in after.items():
         if key not in before:
-            assert row.get("version", 0) == 0, (key, row)  # a new row starts at 0
+            assert row.get("version", contract.starts_at) == contract.starts_at, (key, row)
             continue
         changed = {column for column in row if row[column] != before[key][column]}
         allowed = contract.change.get(key[0], set())

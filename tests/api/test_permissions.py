@@ -38,6 +38,7 @@ ENDPOINTS = [
     ("POST", f"instances/{N}/executions", RUN_BATCH),
     ("GET", f"instances/{N}/flow-steps/load", VIEW_BATCH),
     ("GET", f"instances/{N}/flow-decisions/reusable", VIEW_BATCH),
+    ("POST", "launches", RUN_BATCH),
     ("GET", "executions", VIEW_BATCH),
     ("GET", f"executions/{N}", VIEW_BATCH),
     ("POST", f"executions/{N}/transition", RUN_BATCH),

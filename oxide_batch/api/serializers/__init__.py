@@ -54,11 +54,13 @@ from oxide_batch.api.serializers.executions import (
     DefinitionRefOutput,
     ExecutionOutput,
     ExecutionPageOutput,
+    ExecutionWriteOutput,
     ExitStatusInput,
     FailureInput,
     FailureOutput,
     LaunchInput,
     TransitionInput,
+    WriteControlOutput,
 )
 from oxide_batch.api.serializers.flow import (
     FlowDecisionInput,
@@ -76,6 +78,7 @@ from oxide_batch.api.serializers.instances import (
     ParameterOutput,
     parameters,
 )
+from oxide_batch.api.serializers.launches import LaunchOutput, LaunchRunInput
 from oxide_batch.api.serializers.operator import (
     AbandonInput,
     CheckpointEvidenceOutput,
@@ -164,6 +167,7 @@ __all__ = [
     "EvidenceOutput",
     "ExecutionOutput",
     "ExecutionPageOutput",
+    "ExecutionWriteOutput",
     "ExitStatusInput",
     "FailureInput",
     "FailureOutput",
@@ -181,6 +185,8 @@ __all__ = [
     "K",
     "LatestStepEvidenceOutput",
     "LaunchInput",
+    "LaunchOutput",
+    "LaunchRunInput",
     "MarkersOutput",
     "ObservedExecutionOutput",
     "OperatorRecordOutput",
@@ -227,6 +233,7 @@ __all__ = [
     "TransitionInput",
     "UpgradeInput",
     "UpgradeOutput",
+    "WriteControlOutput",
     "check_plan_shape",
     "envelope",
     "identifier",

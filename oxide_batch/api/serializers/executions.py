@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from oxide_batch.api.errors import at
@@ -33,6 +35,27 @@ class LaunchInput(Input):
         return digest
 
 
+CARRIED_OWNER_HELP = (
+    "The owner token this runtime claimed with (32 lowercase hex): a write carrying "
+    "another token than the one recorded is `execution_owned`, and the answer then "
+    "carries the execution's `control` state."
+)
+
+
+def carried_owner_token(data: dict[str, Any]) -> bytes | None:
+    """The owner token a runtime write carries (``None``: none)."""
+    raw = data.get("owner_token")
+    if raw is None:
+        return None
+    with at("owner_token"):
+        return parse_owner_token(raw)
+
+
+def optional_exit_code(data: dict[str, Any]) -> str | None:
+    raw = data.get("exit_code")
+    return None if raw is None else name("exit_code", NameKind.EXIT_CODE, raw)
+
+
 class FailureInput(Input):
     category = EnumField(FailureCategory)
     failure_id = IdField()
@@ -43,6 +66,19 @@ class TransitionInput(Input):
     status = EnumField(BatchStatus)
     failure = FailureInput(required=False, allow_null=True)
     terminal_rollback = StrictBooleanField(required=False, default=False)
+    exit_code = NameField(
+        NameKind.EXIT_CODE,
+        required=False,
+        allow_null=True,
+        help_text="Stored by the same write (version + 1): no exit-status call needed.",
+    )
+    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+
+    def exit_code_value(self) -> str | None:
+        return optional_exit_code(self.validated_data)
+
+    def owner_token_value(self) -> bytes | None:
+        return carried_owner_token(self.validated_data)
 
     def to_domain(self) -> tuple[int, LifecycleTransition]:
         data = self.validated_data
@@ -60,6 +96,10 @@ class TransitionInput(Input):
 class ExitStatusInput(Input):
     expected_version = StrictIntegerField()
     exit_code = NameField(NameKind.EXIT_CODE)
+    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+
+    def owner_token_value(self) -> bytes | None:
+        return carried_owner_token(self.validated_data)
 
     def to_domain(self) -> tuple[int, str]:
         data = self.validated_data
@@ -102,6 +142,24 @@ class DefinitionRefOutput(Output):
     revision = serializers.CharField()
     format = serializers.IntegerField()
     digest = serializers.CharField()
+
+
+class WriteControlOutput(Output):
+    """The execution's control state a runtime write answers with (SPEC §11):
+    the chunk boundary's observation of §9, no `control` call needed."""
+
+    stop_requested = serializers.BooleanField(
+        help_text="An operator asked the execution to stop: end the work STOPPED."
+    )
+    owner_matches = serializers.BooleanField(
+        help_text=(
+            "The owner token the write carried is the one recorded (false: none is "
+            "recorded yet; another one is refused, `execution_owned`)."
+        )
+    )
+    fenced = serializers.BooleanField(
+        help_text="A recovery resolved the execution: its worker must stop writing."
+    )
 
 
 class LeaseOutput(Output):
@@ -162,6 +220,14 @@ class ExecutionOutput(Output):
         allow_null=True,
         help_text="The owner's lease while the execution is active and claimed; else null.",
     )
+
+
+class ExecutionWriteOutput(ExecutionOutput):
+    """A job execution as the launch answers it: with its control state (the
+    other runtime writes carrying `owner_token` add the same `control` member
+    to their `Execution` answer)."""
+
+    control = WriteControlOutput()
 
 
 class ControlOutput(Output):

@@ -11,20 +11,41 @@ from oxide_batch.api.fields import (
     EnvelopeField,
     InstantField,
     NameField,
+    OwnerTokenField,
     StrictBooleanField,
     StrictIntegerField,
 )
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
-from oxide_batch.api.serializers.executions import CountsOutput, FailureOutput
+from oxide_batch.api.serializers.executions import (
+    CARRIED_OWNER_HELP,
+    CountsOutput,
+    FailureOutput,
+    carried_owner_token,
+    optional_exit_code,
+)
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
 from oxide_batch.domain.flow import MAX_START_LIMIT
+from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
+STEP_START_STATUSES = (BatchStatus.STARTING, BatchStatus.STARTED)
+FINISH_STATUSES = (BatchStatus.COMPLETED,)
+
 
 class StepInput(Input):
     step_name = NameField(NameKind.STEP)
+    status = serializers.ChoiceField(
+        choices=[status.value for status in STEP_START_STATUSES],
+        required=False,
+        allow_null=True,
+        help_text=(
+            "STARTING (the default) or STARTED: created and started at once (version 1, "
+            "one row write); the answer then carries what the step took over."
+        ),
+    )
+    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
     node_id = NameField(
         NameKind.NODE, required=False, help_text="Flow node; default: the step name."
     )
@@ -38,6 +59,12 @@ class StepInput(Input):
             "node of a flow plan the manifest node's own attribute decides."
         ),
     )
+
+    def started(self) -> bool:
+        return bool(self.validated_data.get("status") == BatchStatus.STARTED.value)
+
+    def owner_token_value(self) -> bytes | None:
+        return carried_owner_token(self.validated_data)
 
     def to_domain(self) -> tuple[str, str | None, int | None, bool]:
         data = self.validated_data
@@ -53,13 +80,33 @@ class CountsInput(Input):
     processed = StrictIntegerField(required=False, default=0)
     written = StrictIntegerField(required=False, default=0)
     filtered = StrictIntegerField(required=False, default=0)
-    committed = StrictIntegerField(required=False, default=0)
+    committed = StrictIntegerField(
+        required=False, default=1, help_text="Default 1: a chunk commit is one commit."
+    )
     rolled_back = StrictIntegerField(required=False, default=0)
 
 
 class ChunkInput(Input):
     expected_version = StrictIntegerField()
-    counts = CountsInput(required=False, help_text="This chunk's deltas (each default 0).")
+    counts = CountsInput(
+        required=False, help_text="This chunk's deltas (each default 0, `committed` 1)."
+    )
+    finish = serializers.ChoiceField(
+        choices=[status.value for status in FINISH_STATUSES],
+        required=False,
+        allow_null=True,
+        help_text=(
+            "COMPLETED: end the step with this chunk, in the same compare-and-swap "
+            "(version + 1); refused, nothing is written and the step stays STARTED."
+        ),
+    )
+    exit_code = NameField(
+        NameKind.EXIT_CODE,
+        required=False,
+        allow_null=True,
+        help_text="The step's exit code, stored by the same write.",
+    )
+    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
     checkpoint = EnvelopeField(
         required=False, allow_null=True, help_text="{schema, schema_version, payload}"
     )
@@ -76,12 +123,28 @@ class ChunkInput(Input):
         self,
     ) -> tuple[int, ExecutionCounts, StateEnvelope | None, StateEnvelope | None]:
         data = self.validated_data
-        raw_counts = data.get("counts") or {}
+        raw_counts = data.get("counts") or {"committed": 1}
         counts = ExecutionCounts(**{field: raw_counts.get(field, 0) for field in COUNT_FIELDS})
         limits = state_limits()
         checkpoint = envelope("checkpoint", data.get("checkpoint"), EnvelopeKind.CHECKPOINT, limits)
         context = envelope("context", data.get("context"), EnvelopeKind.CONTEXT, limits)
         return data["expected_version"], counts, checkpoint, context
+
+    def finish_value(self) -> LifecycleTransition | None:
+        finish = self.validated_data.get("finish")
+        return None if finish is None else LifecycleTransition(BatchStatus(finish))
+
+    def exit_code_value(self) -> str | None:
+        return optional_exit_code(self.validated_data)
+
+    def owner_token_value(self) -> bytes | None:
+        return carried_owner_token(self.validated_data)
+
+
+class EnvelopeOutput(Output):
+    schema = serializers.CharField()
+    schema_version = serializers.IntegerField()
+    payload = serializers.DictField()
 
 
 class StepOutput(Output):
@@ -107,12 +170,6 @@ class StepOutput(Output):
         source="updated_at",
         help_text="The step's last write (transition, chunk commit); equals `updated_at`.",
     )
-
-
-class EnvelopeOutput(Output):
-    schema = serializers.CharField()
-    schema_version = serializers.IntegerField()
-    payload = serializers.DictField()
 
 
 class CheckpointOutput(Output):

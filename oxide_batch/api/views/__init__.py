@@ -44,6 +44,7 @@ from oxide_batch.api.views.executions import (
     ExecutionTransitionView,
     ExecutionView,
     InstanceExecutionsView,
+    LaunchesView,
 )
 from oxide_batch.api.views.flow import FlowDecisionsView, FlowStepView, ReusableFlowDecisionView
 from oxide_batch.api.views.instances import InstancesView, InstanceView
@@ -102,6 +103,7 @@ __all__ = [
     "InstanceView",
     "InstancesView",
     "K",
+    "LaunchesView",
     "OperatorRequestsView",
     "PartitionAssignView",
     "PartitionCompleteView",

@@ -113,11 +113,15 @@ class BatchView(ApiContract):
     def repository() -> JobRepository:
         return deps.repository()
 
-    def unit_of_work(self) -> UnitOfWork:
+    def unit_of_work(self, owner_token: bytes | None = None) -> UnitOfWork:
         """A unit of work for the request's user: its claims record the user, and
         its runtime writes to an execution another user claimed are refused
-        (contract §2.5.2)."""
-        return deps.repository().begin(runtime_user_id=self.request.user.pk)
+        (contract §2.5.2); with the ``owner_token`` the write
+        carries, a write to an execution that recorded another is refused too,
+        and the answer's ``control.owner_matches`` compares the two."""
+        return deps.repository().begin(
+            runtime_user_id=self.request.user.pk, owner_token=owner_token
+        )
 
     @staticmethod
     def read(serializer_class: type[s.Input], data: Any) -> Any:

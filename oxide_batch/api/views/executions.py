@@ -25,6 +25,7 @@ from oxide_batch.api.views.base import (
     paginate,
 )
 from oxide_batch.domain.errors import JobInstanceNotFound
+from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
@@ -82,8 +83,9 @@ class InstanceExecutionsView(BatchView):
         with self.unit_of_work() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
             record = selectors.with_extras(execution, uow)
+            control = uow.write_control(execution.id)
             uow.commit()
-        return Response(render.execution_data(record), status=http.HTTP_201_CREATED)
+        return Response(render.execution_write_data(record, control), status=http.HTTP_201_CREATED)
 
 
 class ExecutionsView(BatchView):
@@ -154,7 +156,9 @@ class ExecutionTransitionView(BatchView):
         summary="CAS transition of a job execution",
         description=(
             "The lifecycle table applies; a runtime cannot move a job execution to "
-            "ABANDONED or out of UNKNOWN (`illegal_transition`): those are operator decisions."
+            "ABANDONED or out of UNKNOWN (`illegal_transition`): those are operator decisions. "
+            "With `exit_code` the exit code is stored by the same write (version + 1). The "
+            "answer carries the execution's `control` state."
         ),
         permission=RUN_BATCH,
         request=s.TransitionInput,
@@ -165,14 +169,17 @@ class ExecutionTransitionView(BatchView):
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
-        expected, transition = self.read(s.TransitionInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.TransitionInput, request.data)
+        expected, transition = data.to_domain()
+        exit_code = data.exit_code_value()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             execution = uow.transition_job_execution(
-                execution_id, expected, transition, by_runtime=True
+                execution_id, expected, transition, by_runtime=True, exit_code=exit_code
             )
             record = selectors.with_extras(execution, uow)
+            control = uow.write_control(execution_id)
             uow.commit()
-        return Response(render.execution_data(record))
+        return Response(render.execution_write_data(record, control))
 
 
 class ExecutionExitStatusView(BatchView):
@@ -190,12 +197,14 @@ class ExecutionExitStatusView(BatchView):
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
-        expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.ExitStatusInput, request.data)
+        expected, exit_code = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
             record = selectors.with_extras(execution, uow)
+            control = uow.write_control(execution_id)
             uow.commit()
-        return Response(render.execution_data(record))
+        return Response(render.execution_write_data(record, control))
 
 
 class ExecutionClaimView(BatchView):
@@ -229,11 +238,17 @@ class ExecutionClaimView(BatchView):
     )
     def post(self, request: Request, execution_id: int) -> Response:
         expected, token = self.read(s.ClaimInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        with self.unit_of_work(token) as uow:
             view = uow.claim_execution_owner(execution_id, expected, token)
             record = selectors.with_extras(view.execution, uow)
             uow.commit()
-        return Response(render.execution_data(record))
+        # The claim's own token is now the recorded one (or the refusal said so).
+        control = WriteControl(
+            stop_requested=view.stop_requested_at is not None,
+            owner_matches=True,
+            fenced=view.execution.recovery_decision_id is not None,
+        )
+        return Response(render.execution_write_data(record, control))
 
 
 class ExecutionControlView(BatchView):
@@ -266,4 +281,55 @@ class ExecutionControlView(BatchView):
                 "owner_matches": control.owner_matches,
                 "stop_requested": control.stop_requested,
             }
+        )
+
+
+class LaunchesView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="launch",
+        summary="Launch or restart, claimed and STARTED, in one request",
+        description=(
+            "Selects or creates the instance of the key, creates its next attempt (a "
+            "restart when the latest is FAILED or STOPPED; the refusals of "
+            "`create_execution`), claims it for `owner_token` and the request's user (as "
+            "`claim` does) and moves it to STARTED — one transaction: a refusal leaves "
+            "nothing, not even a new instance. The attempt is written once, STARTED at "
+            "version 1 (where create, claim and start would leave it), with the owner's "
+            "`lease`. Instead of `POST instances`, `POST instances/{id}/executions`, "
+            "`claim` and `transition` (which all keep working)."
+        ),
+        permission=RUN_BATCH,
+        request=s.LaunchRunInput,
+        ok={201: s.LaunchOutput},
+        errors={
+            404: ("definition_not_found",),
+            409: (
+                "completed_instance",
+                "abandoned_instance",
+                "execution_already_active",
+                "incompatible_definition",
+                "definition_job_mismatch",
+                "concurrent_modification",
+            ),
+        },
+        body=True,
+        tags=["executions"],
+    )
+    def post(self, request: Request) -> Response:
+        key, token, digest = self.read(s.LaunchRunInput, request.data).launch_values()
+        self.check_job(key.job_name)
+        with self.unit_of_work(token) as uow:
+            launch = uow.launch_job_execution(key, token, definition_digest=digest)
+            record = selectors.with_extras(launch.execution, uow)
+            control = uow.write_control(launch.execution.id)
+            instance = selectors.instance_record(launch.instance.id)
+            uow.commit()
+        return Response(
+            {
+                "instance": s.InstanceOutput(instance).data,
+                "execution": render.execution_write_data(record, control),
+            },
+            status=http.HTTP_201_CREATED,
         )

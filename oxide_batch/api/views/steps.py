@@ -57,7 +57,10 @@ class ExecutionStepsView(BatchView):
             "`not_restartable` (a restart skips it) unless `allow_start_if_complete`, an "
             "ABANDONED one is `not_restartable` (skipped), an UNKNOWN one is "
             "`not_restartable` until an operator resolves it. Once the execution is "
-            "claimed, only the claimant's user may create its steps (`execution_owned`)."
+            "claimed, only the claimant's user may create its steps (`execution_owned`). "
+            "With `status: STARTED` the step is created and started at once (version 1, one "
+            "row write). The answer carries the checkpoint and context the step took over "
+            "(null when it started fresh) and the execution's `control` state."
         ),
         permission=RUN_BATCH,
         request=s.StepInput,
@@ -81,11 +84,13 @@ class ExecutionStepsView(BatchView):
         tags=["steps"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
-        step_name, node_id, start_limit, allow = self.read(s.StepInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.StepInput, request.data)
+        step_name, node_id, start_limit, allow = data.to_domain()
+        started = data.started()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             if node_id is None and start_limit is None:
                 step = uow.create_step_execution(
-                    execution_id, step_name, allow_start_if_complete=allow
+                    execution_id, step_name, allow_start_if_complete=allow, started=started
                 )
             else:
                 step = uow.create_flow_step_execution(
@@ -94,9 +99,18 @@ class ExecutionStepsView(BatchView):
                     node_id or step_name,
                     start_limit,
                     allow_start_if_complete=allow,
+                    started=started,
                 )
+            state = uow.created_step_state(step.id)
+            control = uow.write_control(execution_id)
             uow.commit()
-        return Response(render.step_data(step), status=http.HTTP_201_CREATED)
+        taken_over = None
+        if started and state is not None:
+            taken_over = (state.checkpoint, state.context)
+        return Response(
+            render.step_create_data(step, control, taken_over),
+            status=http.HTTP_201_CREATED,
+        )
 
 
 class StepView(BatchView):
@@ -121,6 +135,7 @@ class StepTransitionView(BatchView):
     @endpoint(
         operation_id="transition_step",
         summary="CAS transition of a step (the full lifecycle table)",
+        description="With `exit_code` the exit code is stored by the same write (version + 1).",
         permission=RUN_BATCH,
         request=s.TransitionInput,
         ok={200: s.StepOutput},
@@ -130,11 +145,15 @@ class StepTransitionView(BatchView):
         tags=["steps"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        expected, transition = self.read(s.TransitionInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
-            step = uow.transition_step_execution(step_id, expected, transition)
+        data = self.read(s.TransitionInput, request.data)
+        expected, transition = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
+            step = uow.transition_step_execution(
+                step_id, expected, transition, exit_code=data.exit_code_value()
+            )
+            control = uow.write_control(step.job_execution_id)
             uow.commit()
-        return Response(render.step_data(step))
+        return Response(render.step_write_data(step, control))
 
 
 class StepExitStatusView(BatchView):
@@ -152,11 +171,13 @@ class StepExitStatusView(BatchView):
         tags=["steps"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        expected, exit_code = self.read(s.ExitStatusInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.ExitStatusInput, request.data)
+        expected, exit_code = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             step = uow.enrich_step_exit_status(step_id, expected, exit_code)
+            control = uow.write_control(step.job_execution_id)
             uow.commit()
-        return Response(render.step_data(step))
+        return Response(render.step_write_data(step, control))
 
 
 class CheckpointView(BatchView):
@@ -190,7 +211,11 @@ class CheckpointView(BatchView):
         summary="Commit a chunk (CAS on a STARTED step)",
         description=(
             "`counts` are this chunk's deltas, added under the lock; the response carries "
-            "the totals. `checkpoint` and `context`, when given, replace the stored ones."
+            "the totals. `checkpoint` and `context`, when given, replace the stored ones. "
+            "`finish: COMPLETED` (with an optional `exit_code`) ends the step with this "
+            "chunk in the same compare-and-swap (version + 1); refused, nothing is written. "
+            "The answer carries the execution's `control` state: the chunk boundary's "
+            "observation, no `control` call needed."
         ),
         permission=RUN_BATCH,
         request=s.ChunkInput,
@@ -202,6 +227,8 @@ class CheckpointView(BatchView):
                 "stale_version",
                 "version_ahead",
                 "invalid_state",
+                "illegal_transition",
+                "invalid_transition_time",
                 "count_exhausted",
                 "version_exhausted",
             ),
@@ -211,10 +238,18 @@ class CheckpointView(BatchView):
         tags=["steps"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        expected, counts, checkpoint, context = self.read(s.ChunkInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.ChunkInput, request.data)
+        expected, counts, checkpoint, context = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             step = uow.commit_chunk(
-                step_id, expected, counts, checkpoint=checkpoint, context=context
+                step_id,
+                expected,
+                counts,
+                checkpoint=checkpoint,
+                context=context,
+                finish=data.finish_value(),
+                exit_code=data.exit_code_value(),
             )
+            control = uow.write_control(step.job_execution_id)
             uow.commit()
-        return Response(render.step_data(step))
+        return Response(render.step_write_data(step, control))

@@ -53,6 +53,16 @@ def _launch(w: World) -> Target:
     return Target(f"instances/{instance['id']}/executions", {"definition_digest": digest})
 
 
+def _launch_run(w: World) -> Target:
+    body = {
+        "job_name": "flow_job",
+        "identifying_parameters": {"run": "launched"},
+        "owner_token": "0f" * 16,
+        "definition_digest": w.definition(),
+    }
+    return Target("launches", body)
+
+
 def _execution_transition(w: World) -> Target:
     execution = w.started()
     return Target(f"executions/{execution['id']}/transition", transition(execution))
@@ -228,6 +238,7 @@ RECIPES: dict[str, Callable[[World], Target]] = {
     "register_definition_upgrade": _register_upgrade,
     "select_or_create_instance": _instance,
     "create_execution": _launch,
+    "launch": _launch_run,
     "transition_execution": _execution_transition,
     "enrich_execution_exit_status": _execution_exit,
     "claim_execution": _claim,

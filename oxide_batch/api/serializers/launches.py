@@ -1,0 +1,37 @@
+"""The fused launch (SPEC §11 "Fewer round trips"): the instance's key and the
+runtime's owner token in; the instance and its claimed, STARTED attempt out."""
+
+from __future__ import annotations
+
+from oxide_batch.api.errors import at
+from oxide_batch.api.fields import DigestField, OwnerTokenField
+from oxide_batch.api.serializers.base import Output
+from oxide_batch.api.serializers.executions import ExecutionWriteOutput
+from oxide_batch.api.serializers.instances import InstanceInput, InstanceOutput
+from oxide_batch.domain.names import parse_owner_token
+from oxide_batch.domain.parameters import JobInstanceKey
+
+
+class LaunchRunInput(InstanceInput):
+    owner_token = OwnerTokenField(
+        help_text=(
+            "16 bytes as 32 lowercase hex characters: the attempt is claimed for this token "
+            "(and the request's user), as `claim` does."
+        )
+    )
+    definition_digest = DigestField(
+        required=False,
+        allow_null=True,
+        help_text="Bind the attempt to this definition; default: the latest attempt's.",
+    )
+
+    def launch_values(self) -> tuple[JobInstanceKey, bytes, str | None]:
+        key = self.to_domain()
+        with at("owner_token"):
+            token = parse_owner_token(self.validated_data["owner_token"])
+        return key, token, self.validated_data.get("definition_digest")
+
+
+class LaunchOutput(Output):
+    instance = InstanceOutput()
+    execution = ExecutionWriteOutput()
