@@ -88,7 +88,7 @@ def control_data(control: WriteControl) -> dict[str, Any]:
 
 def _with_control(data: dict[str, Any], control: WriteControl | None) -> dict[str, Any]:
     # Only a write that carried an owner token answers with ``control``: the
-    # answers of the writes that carry none stay as they were (decision 157).
+    # answers of the writes that carry none stay as they were (decision 160).
     if control is not None and control.owner_matches is not None:
         data["control"] = control_data(control)
     return data

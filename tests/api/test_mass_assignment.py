@@ -210,7 +210,7 @@ class May:
     add: frozenset[str] = frozenset()
     delete: bool = False
     # The version a new row starts at: 0, but a fused launch's attempt is
-    # inserted where create + claim + start leave it, 1 (decision 156).
+    # inserted where create + claim + start leave it, 1 (decision 159).
     starts_at: int = 0
 
 
