@@ -139,7 +139,7 @@ def _body(case: schemathesis.Case[Any], path: str) -> None:
         for source, target in body["step_mapping"].items():
             body["step_mapping"][source] = _unique([target, source], targets)
             targets.add(body["step_mapping"][source])
-    elif path == "/instances":
+    elif path in ("/instances", "/launches"):
         for member in ("identifying_parameters", "non_identifying_parameters"):
             if member in body:
                 body[member] = _named_keys(body[member], NameKind.PARAMETER)
