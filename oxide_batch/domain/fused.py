@@ -1,4 +1,4 @@
-"""Runtime writes that carry several facts in one row write (SPEC §11 "Fewer
+"""Runtime writes that carry several facts in one row write (contract §4.2 "Fewer
 round trips"), and the control state every runtime write answers with.
 
 Each fused write is the separate writes' rules applied one after another to
@@ -90,7 +90,7 @@ def fenced_finishing_chunk(
 @dataclass(frozen=True)
 class WriteControl:
     """The execution's control state as a runtime write's answer carries it
-    (SPEC §11: the chunk boundary's observation of §9).
+    (contract §2.5.2: the chunk boundary's observation of control).
 
     ``owner_matches`` is ``None`` when the write carried no owner token (it
     says nothing about a token it was not given); ``fenced``: a recovery

@@ -351,7 +351,7 @@ class RepositoryObserver:
         )
 
     def _launch(self, event: OperationEvent) -> None:
-        """A fused launch (SPEC §11) says what the separate requests say: the
+        """A fused launch (contract §4.2) says what the separate requests say: the
         instance created (when it was), the attempt launched (STARTING,
         version 0), its move to STARTED (version 1). The claim says nothing."""
         launch = event.result
@@ -475,7 +475,7 @@ class RepositoryObserver:
     # -- steps -------------------------------------------------------------------------
 
     def _step_created(self, event: OperationEvent) -> None:
-        """A step created STARTED (SPEC §11) also says its start: created
+        """A step created STARTED (contract §4.2) also says its start: created
         STARTING at version 0, then STARTING → STARTED at version 1."""
         step = event.result
         if isinstance(step, StepExecution) and step.status is S.STARTED:
@@ -499,7 +499,7 @@ class RepositoryObserver:
             self._after_commit(event, lambda _: self._remember(STEP, step))
 
     def _chunk_committed(self, event: OperationEvent) -> None:
-        """A finishing chunk (SPEC §11) says the chunk (on the STARTED step) and
+        """A finishing chunk (contract §4.2) says the chunk (on the STARTED step) and
         then the step's end, both at the one version the row ends at."""
         step = event.result
         if isinstance(step, StepExecution) and step.status is not S.STARTED:

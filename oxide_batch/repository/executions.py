@@ -140,7 +140,7 @@ class ExecutionOperations(DefinitionOperations):
         *,
         definition_digest: str | None = None,
     ) -> Launch:
-        """SPEC §11 "Fewer round trips": select or create the instance of
+        """contract §4.2 "Fewer round trips": select or create the instance of
         ``key``, create its next attempt, claim it for ``owner_token`` and this
         unit of work's runtime user, and start it — one transaction, the new
         execution row written once.
@@ -296,7 +296,7 @@ class ExecutionOperations(DefinitionOperations):
     ) -> JobExecution:
         """CAS transition: lock the row, check version and rule, write, bump the version.
 
-        ``exit_code`` (a runtime's, SPEC §11) is stored by the same write, after
+        ``exit_code`` (a runtime's, contract §4.2) is stored by the same write, after
         every rule of the transition: still one version step.
 
         ``by_runtime`` (the runtime API) applies the runtime's restriction

@@ -102,7 +102,7 @@ class StepOperations(UnitOfWorkBase):
         started: bool = False,
     ) -> StepExecution:
         """A STARTING step (version 0) under a STARTING or STARTED job execution;
-        with ``started`` (SPEC §11) it is inserted STARTED instead — the table's
+        with ``started`` (contract §4.2) it is inserted STARTED instead — the table's
         STARTING → STARTED applied before the insert: ``started_at`` set,
         version 1, where create and start leave it, in one row write. What it
         took over is kept for the answer (:meth:`created_step_state`).
@@ -309,7 +309,7 @@ class StepOperations(UnitOfWorkBase):
     ) -> StepExecution:
         """One chunk's durable progress, as one CAS on a STARTED step.
 
-        ``finish`` (SPEC §11) ends the step with this chunk: after the chunk's
+        ``finish`` (contract §4.2) ends the step with this chunk: after the chunk's
         rules, the step moves to ``finish.target`` by the lifecycle table and
         stores ``exit_code`` when given — the same one write, version + 1. A
         refusal (any of them) writes nothing: the step stays STARTED.
@@ -394,7 +394,7 @@ class StepOperations(UnitOfWorkBase):
         exit_code: str | None = None,
     ) -> StepExecution:
         """CAS transition of a step; steps follow the full lifecycle table.
-        ``exit_code`` is stored by the same write (version + 1, SPEC §11)."""
+        ``exit_code`` is stored by the same write (version + 1, contract §4.2)."""
         return self._compare_and_swap(
             models.StepExecution,
             self._id(STEP_EXECUTION, step_execution_id),

@@ -126,7 +126,7 @@ class UnitOfWorkBase:
         # to an execution another user claimed are refused. ``None``: an
         # in-process caller (services, commands, tests), bound by neither.
         self._runtime_user_id = runtime_user_id
-        # The owner token the runtime's writes carry (SPEC §11: a write carrying
+        # The owner token the runtime's writes carry (contract §2.5.2: a write carrying
         # one must carry the owner's), and what their answers compare it with.
         self._owner_token = owner_token
         self._state_limits = state_limits or StateLimits()
@@ -412,7 +412,7 @@ class UnitOfWorkBase:
         to check when no user claimed it or this unit of work writes for no one.
         When the work carries an owner token and ``recorded_token`` (the
         execution's) is given, another recorded token is ``ExecutionOwned`` too
-        (SPEC §11: a write carrying an owner token must carry the owner's); an
+        (contract §2.5.2: a write carrying an owner token must carry the owner's); an
         unclaimed execution has no owner's token to compare with."""
         runtime = self._runtime_user_id
         if owner_user_id is not None and runtime is not None and owner_user_id != runtime:

@@ -1,4 +1,4 @@
-"""SPEC §11 "Fewer round trips" over HTTP: a whole run is launch, a step
+"""contract §4.2 "Fewer round trips" over HTTP: a whole run is launch, a step
 created STARTED, chunk commits (the last one finishing the step) and one
 transition with its exit code; each answer of a write carrying the owner token
 carries the execution's control state; refusals write nothing."""

@@ -224,7 +224,7 @@ CONTRACT: dict[str, May] = {
     "register_definition_upgrade": may(None, "DefinitionUpgrade"),
     "select_or_create_instance": may(None, "JobInstance"),
     "create_execution": may(None, "JobExecution"),
-    # SPEC §11: the instance (when new) and its attempt, inserted claimed and STARTED.
+    # contract §4.2: the instance (when new) and its attempt, inserted claimed and STARTED.
     "launch": May({}, frozenset({"JobInstance", "JobExecution"}), starts_at=1),
     # A move to FAILED records when it failed (kept by a later abandon).
     "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),

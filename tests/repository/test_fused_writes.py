@@ -1,4 +1,4 @@
-"""SPEC §11 "Fewer round trips" in the repository: the launch, a step created
+"""contract §4.2 "Fewer round trips" in the repository: the launch, a step created
 STARTED, a finishing chunk and a transition with an exit code each leave the
 rows exactly where the separate writes would, written once, with the same
 refusals in the same order, and within their query budgets."""

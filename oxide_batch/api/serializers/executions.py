@@ -145,7 +145,7 @@ class DefinitionRefOutput(Output):
 
 
 class WriteControlOutput(Output):
-    """The execution's control state a runtime write answers with (SPEC §11):
+    """The execution's control state a runtime write answers with (contract §4.2):
     the chunk boundary's observation of §9, no `control` call needed."""
 
     stop_requested = serializers.BooleanField(

@@ -1,4 +1,4 @@
-"""The fused launch (SPEC §11 "Fewer round trips"): the instance's key and the
+"""The fused launch (contract §4.2 "Fewer round trips"): the instance's key and the
 runtime's owner token in; the instance and its claimed, STARTED attempt out."""
 
 from __future__ import annotations
