@@ -84,16 +84,28 @@ def _sidecar(path: str) -> str:
 
 
 class SchemaView(ApiContract):
-    """The OpenAPI document, as YAML or JSON (``?format=json``)."""
+    """The OpenAPI document: JSON by default (any language parses it without a
+    package), YAML on request (``?format=yaml`` or ``Accept: application/yaml``);
+    its ``servers`` entry is this site's root, where the paths begin."""
 
     permission_classes = []
-    renderer_classes = SpectacularAPIView.renderer_classes
+    # drf-spectacular's renderers, JSON first: the first is the default.
+    renderer_classes = [
+        *(r for r in SpectacularAPIView.renderer_classes if r.format == "json"),
+        *(r for r in SpectacularAPIView.renderer_classes if r.format != "json"),
+    ]
 
     @extended(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         renderer = request.accepted_renderer
+        # The paths carry the API's prefix (/api/v1/…, or a host project's):
+        # the server is the site itself, as the client reached it.
+        document = {
+            **served_document(),
+            "servers": [{"url": request.build_absolute_uri("/"), "description": "this server"}],
+        }
         return Response(
-            served_document(),
+            document,
             headers={
                 "Content-Disposition": f'inline; filename="{SPECTACULAR["TITLE"]}.'
                 f'{renderer.format}"'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 import pytest
@@ -36,14 +37,29 @@ def operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
-def test_the_schema_is_served_to_anyone() -> None:
+def test_the_schema_is_served_to_anyone_as_json_by_default() -> None:
     response = APIClient().get(url("schema/"))
     assert response.status_code == 200
-    document = yaml.safe_load(response.content)
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    document = json.loads(response.content)
     assert document["openapi"].startswith("3.")
     assert document["info"]["title"] == "oxide_batch API"
-    json_response = APIClient().get(url("schema/") + "?format=json")
-    assert json_response.status_code == 200
+    # The paths begin at the site's root, which the servers entry names.
+    assert document["servers"] == [{"url": "http://testserver/", "description": "this server"}]
+    assert all(path.startswith(url("")) for path in document["paths"])
+
+
+@pytest.mark.parametrize(
+    ("query", "accept"),
+    [({"format": "yaml"}, "*/*"), ({}, "application/yaml")],
+    ids=["query", "accept"],
+)
+def test_the_schema_is_yaml_on_request(query: dict[str, str], accept: str) -> None:
+    response = APIClient().get(url("schema/"), query, HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    document = yaml.safe_load(response.content)
+    assert document["info"]["title"] == "oxide_batch API"
+    assert "servers" in document
 
 
 def test_every_endpoint_is_documented(schema: dict[str, Any]) -> None:
