@@ -47,8 +47,10 @@ from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
     ExecutionOwned,
+    IllegalTransition,
     InvalidState,
     OxideBatchError,
+    StaleVersion,
 )
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.status import BatchStatus
@@ -165,26 +167,19 @@ class JobRun:
     # -- the run ---------------------------------------------------------------------
 
     def __enter__(self) -> JobRun:
-        instance, _ = self.client.select_or_create_instance(
-            self.job_name, self.parameters, non_identifying=self.non_identifying
+        # One request: the instance, its next attempt, claimed and STARTED, in
+        # one transaction (a refusal leaves nothing behind).
+        instance, execution = self.client.launch_run(
+            self.job_name,
+            self.parameters,
+            owner_token=self.owner_token,
+            non_identifying=self.non_identifying,
+            definition_digest=self.definition_digest,
+            reconcile=True,
         )
-        self._instance = instance
-        execution = self.client.create_execution(
-            instance.id, definition_digest=self.definition_digest, reconcile=True
-        )
-        self._execution = execution
-        try:
-            execution = self.client.claim(
-                execution, execution.version, self.owner_token, reconcile=True
-            )
-            # The lease the claim's answer announces sets the heartbeat's pace.
-            self.heartbeat_interval = heartbeat_interval(self.poll_interval, execution.lease)
-            self._execution = self.client.transition(
-                execution, execution.version, BatchStatus.STARTED, reconcile=True
-            )
-        except Exception as error:
-            self._end_after_failed_start(error)
-            raise
+        self._instance, self._execution = instance, execution
+        # The lease the launch's answer announces sets the heartbeat's pace.
+        self.heartbeat_interval = heartbeat_interval(self.poll_interval, execution.lease)
         self._heartbeat = _Heartbeat(self.watch, self.heartbeat_interval)
         self._heartbeat.start()
         return self
@@ -284,14 +279,15 @@ class JobRun:
             self._heartbeat.stop()
         if isinstance(exc, ExecutionFenced):
             return False
+        if exc is None:
+            # The execution as last written (its version moves only with its own
+            # writes); the end re-reads it only when that was outdated.
+            self._end(BatchStatus.COMPLETED)
+            return False
         current = self.client.execution(self.execution.id)
         self._execution = current
         if not current.status.is_active:
             raise ExecutionFenced(current.id, current.status.value)
-        if exc is None:
-            stopping = current.status is BatchStatus.STOPPING
-            self._end(BatchStatus.STOPPED if stopping else BatchStatus.COMPLETED)
-            return False
         if isinstance(exc, StopRequested):
             self._end(BatchStatus.STOPPED)
             return True
@@ -310,36 +306,38 @@ class JobRun:
         return False
 
     def _end(self, status: BatchStatus, failure: FailureSummary | None = None) -> None:
-        execution = self.execution
-        watch = self.watch
-        code = self.exit_code or status.value
-        if status is not BatchStatus.UNKNOWN and execution.exit_code != code:
-            execution = watch.write(
-                None,
-                lambda: self.client.exit_status(execution, execution.version, code, reconcile=True),
-            )
-        ended = execution
-        self._execution = watch.write(
+        """One transition with the exit code in the same write (none for UNKNOWN).
+        Refused as outdated — the heartbeat's observation moved the execution
+        to STOPPING, or an operator acted — it reads the execution and ends it
+        from there: STOPPED instead of COMPLETED when a stop was requested,
+        ``ExecutionFenced`` when it is no longer active."""
+        try:
+            self._transition(self.execution, status, failure)
+        except (StaleVersion, IllegalTransition):
+            current = self.client.execution(self.execution.id)
+            self._execution = current
+            if not current.status.is_active:
+                raise ExecutionFenced(current.id, current.status.value) from None
+            if status is BatchStatus.COMPLETED and current.status is BatchStatus.STOPPING:
+                status = BatchStatus.STOPPED
+            self._transition(current, status, failure)
+
+    def _transition(
+        self, execution: Execution, status: BatchStatus, failure: FailureSummary | None
+    ) -> None:
+        code = None if status is BatchStatus.UNKNOWN else (self.exit_code or status.value)
+        self._execution = self.watch.write(
             None,
             lambda: self.client.transition(
-                ended, ended.version, status, failure=failure, reconcile=True
+                execution,
+                execution.version,
+                status,
+                failure=failure,
+                exit_code=None if code == execution.exit_code else code,
+                owner_token=self.owner_token,
+                reconcile=True,
             ),
         )
-
-    def _end_after_failed_start(self, error: Exception) -> None:
-        """The attempt exists but could not start: leave it FAILED, not active
-        (an active attempt would block the instance until an operator recovers)."""
-        try:
-            current = self.client.execution(self.execution.id)
-            if current.status.is_active:
-                failure = report_failure(error, f"job {self.job_name!r} start")
-                self.client.transition(
-                    current, current.version, BatchStatus.FAILED, failure=failure
-                )
-        except OxideBatchError:
-            log.warning(
-                "execution %d could not be failed after its start failed", self.execution.id
-            )
 
 
 class JobRuns:

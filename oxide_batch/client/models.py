@@ -79,6 +79,28 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class WriteControl:
+    """The execution's control state a runtime write carrying the owner token
+    answers with (contract §4.2): a stop is requested, the token is the
+    recorded owner's, the row is fenced (finished, UNKNOWN or recovered). It is
+    the chunk boundary's observation of control; the write moves nothing."""
+
+    stop_requested: bool
+    owner_matches: bool
+    fenced: bool
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any] | None) -> WriteControl | None:
+        if document is None:
+            return None
+        return cls(
+            bool(document["stop_requested"]),
+            bool(document["owner_matches"]),
+            bool(document["fenced"]),
+        )
+
+
+@dataclass(frozen=True)
 class _Run:
     """What job executions and steps share."""
 
@@ -96,6 +118,9 @@ class _Run:
     # contract §2.5.3's activity (None from a server older than the member); keyword-only
     # with a default so values built by hand need not name it.
     last_activity_at: datetime | None = field(default=None, kw_only=True)
+    # The control state of a write's answer (None from a read, or a write that
+    # carried no owner token); not part of the row, so not compared.
+    control: WriteControl | None = field(default=None, kw_only=True, compare=False)
 
     @staticmethod
     def _common(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +137,7 @@ class _Run:
             "failure": _failure(document["failure"]),
             "version": int(document["version"]),
             "last_activity_at": parse_instant(document.get("last_activity_at")),
+            "control": WriteControl.from_json(document.get("control")),
         }
 
 
@@ -185,6 +211,15 @@ class StepState:
             Step.from_json(document["step"]),
             _envelope(document["checkpoint"], EnvelopeKind.CHECKPOINT),
             _envelope(document["context"], EnvelopeKind.CONTEXT),
+        )
+
+    @classmethod
+    def from_started_step(cls, document: Mapping[str, Any]) -> StepState:
+        """A step created STARTED: the step with what it took over inline."""
+        return cls(
+            Step.from_json(document),
+            _envelope(document.get("checkpoint"), EnvelopeKind.CHECKPOINT),
+            _envelope(document.get("context"), EnvelopeKind.CONTEXT),
         )
 
 

@@ -92,9 +92,15 @@ def transition_outcome(
     expected_version: int,
     status: BatchStatus,
     failure: FailureSummary | None = None,
+    exit_code: str | None = None,
 ) -> Outcome:
-    """The rule for a transition to ``status`` (with ``failure``, if one was sent)."""
-    produced = current.status is status and (failure is None or current.failure == failure)
+    """The rule for a transition to ``status`` (with ``failure`` and
+    ``exit_code``, if they were sent)."""
+    produced = (
+        current.status is status
+        and (failure is None or current.failure == failure)
+        and (exit_code is None or current.exit_code == exit_code)
+    )
     return _outcome(current.version, expected_version, produced)
 
 
@@ -115,14 +121,23 @@ def chunk_outcome(
     counts: ExecutionCounts,
     checkpoint: StateEnvelope | None = None,
     context: StateEnvelope | None = None,
+    *,
+    finish: BatchStatus | None = None,
+    exit_code: str | None = None,
 ) -> Outcome:
     """The rule for a chunk commit sent at ``before.version`` with deltas
-    ``counts``: a chunk commit changes neither status nor exit code; an envelope
-    not sent is not compared (the commit keeps it). A chunk with no deltas and
-    no envelopes cannot be told from another status-preserving write."""
+    ``counts``: a chunk commit changes neither status nor exit code — unless it
+    finishes its step (``finish``: that status, and ``exit_code`` when sent);
+    an envelope not sent is not compared (the commit keeps it). A chunk with
+    no deltas and no envelopes cannot be told from another status-preserving
+    write."""
     step = current.step
+    if finish is None:
+        ended = (step.status, step.exit_code) == (before.status, before.exit_code)
+    else:
+        ended = step.status is finish and (exit_code is None or step.exit_code == exit_code)
     produced = (
-        (step.status, step.exit_code) == (before.status, before.exit_code)
+        ended
         and step.counts == before.counts.plus(counts)
         and (checkpoint is None or current.checkpoint == checkpoint)
         and (context is None or current.context == context)
@@ -242,17 +257,19 @@ class ReconcilingReads:
         status: BatchStatus | str,
         *,
         failure: FailureSummary | None = None,
+        exit_code: str | None = None,
     ) -> Reconciliation[Execution]:
         """After ``CommitOutcomeUnknown`` on a transition: re-read the execution
         (again while ``Unavailable``, bounded) and classify it — applied at
-        ``expected_version + 1`` in ``status``, not applied at ``expected_version``,
-        superseded otherwise."""
+        ``expected_version + 1`` in ``status`` (with ``exit_code`` when sent),
+        not applied at ``expected_version``, superseded otherwise."""
         return _reconcile_transition(
             lambda: self.execution(execution_id),
             self.reread_attempts,
             expected_version,
             status,
             failure,
+            exit_code,
         )
 
     def reconcile_step_transition(
@@ -262,10 +279,16 @@ class ReconcilingReads:
         status: BatchStatus | str,
         *,
         failure: FailureSummary | None = None,
+        exit_code: str | None = None,
     ) -> Reconciliation[Step]:
         """:meth:`reconcile_transition` for a step."""
         return _reconcile_transition(
-            lambda: self.step(step_id), self.reread_attempts, expected_version, status, failure
+            lambda: self.step(step_id),
+            self.reread_attempts,
+            expected_version,
+            status,
+            failure,
+            exit_code,
         )
 
     def reconcile_chunk(
@@ -274,6 +297,9 @@ class ReconcilingReads:
         counts: ExecutionCounts | Mapping[str, int] | None = None,
         checkpoint: StateEnvelope | Mapping[str, Any] | None = None,
         context: StateEnvelope | Mapping[str, Any] | None = None,
+        *,
+        finish: BatchStatus | None = None,
+        exit_code: str | None = None,
     ) -> Reconciliation[StepState]:
         """After ``CommitOutcomeUnknown`` on a chunk commit sent at ``step.version``
         (``step`` as last received): re-read the step's state (again while
@@ -287,6 +313,8 @@ class ReconcilingReads:
             _deltas(counts),
             _state(checkpoint, EnvelopeKind.CHECKPOINT),
             _state(context, EnvelopeKind.CONTEXT),
+            finish=finish,
+            exit_code=exit_code,
         )
         return Reconciliation(outcome, current)
 
@@ -300,9 +328,10 @@ def _reconcile_transition(
     expected_version: int,
     status: BatchStatus | str,
     failure: FailureSummary | None,
+    exit_code: str | None = None,
 ) -> Reconciliation[R]:
     current = reread(read, attempts=attempts)
-    outcome = transition_outcome(current, expected_version, BatchStatus(status), failure)
+    outcome = transition_outcome(current, expected_version, BatchStatus(status), failure, exit_code)
     return Reconciliation(outcome, current)
 
 

@@ -176,6 +176,55 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         instance, _ = self.select_or_create_instance(job_name, parameters)
         return instance, self.create_execution(instance.id, definition_digest=definition_digest)
 
+    def launch_run(
+        self,
+        job_name: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        owner_token: bytes,
+        non_identifying: Mapping[str, Any] | None = None,
+        definition_digest: str | None = None,
+        reconcile: bool = False,
+    ) -> tuple[Instance, Execution]:
+        """``POST launches``: select or create the instance, create its next
+        attempt, claim it for ``owner_token`` and start it — one request, one
+        transaction (contract §4.2); the execution answered carries its lease
+        (which bounds the retry budget from then on) and control state.
+        ``reconcile`` settles a ``CommitOutcomeUnknown``: the instance's newest
+        attempt, when it is STARTED and observing control with ``owner_token``
+        says the token is its owner's, is this launch; otherwise it is sent once
+        more (a launch that did apply then answers ``execution_already_active``)."""
+        body = {
+            "job_name": job_name,
+            "identifying_parameters": dict(parameters or {}),
+            "non_identifying_parameters": (
+                None if non_identifying is None else dict(non_identifying)
+            ),
+            "owner_token": owner_token.hex(),
+            "definition_digest": definition_digest,
+        }
+
+        def send() -> tuple[Instance, Execution]:
+            _, document = self._post("launches", body)
+            return Instance.from_json(document["instance"]), Execution.from_json(
+                document["execution"]
+            )
+
+        def find() -> tuple[Instance, Execution] | None:
+            instance, _ = self.select_or_create_instance(job_name, parameters)
+            page = self._get(f"instances/{instance.id}/executions", page_size=1)
+            newest = [Execution.from_json(item) for item in page["results"]]
+            if not newest or newest[0].status is not BatchStatus.STARTED:
+                return None
+            if not self.observe_control(newest[0], owner_token).owner_matches:
+                return None
+            return instance, newest[0]
+
+        launched = settle_create(send, find) if reconcile else send()
+        if launched[1].lease is not None:
+            self.lease_ttl = float(launched[1].lease.ttl_seconds)
+        return launched
+
     def execution(self, execution_id: int) -> Execution:
         return Execution.from_json(self._get(f"executions/{execution_id}"))
 
@@ -204,20 +253,25 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         *,
         failure: FailureSummary | None = None,
         terminal_rollback: bool = False,
+        exit_code: str | None = None,
+        owner_token: bytes | None = None,
         reconcile: bool = False,
     ) -> Execution:
-        """CAS transition. ``reconcile`` settles a ``CommitOutcomeUnknown`` by
+        """CAS transition (with its ``exit_code`` in the same write, when given).
+        ``reconcile`` settles a ``CommitOutcomeUnknown`` by
         :meth:`reconcile_transition` (see :func:`~oxide_batch.client.reconcile.settle`)."""
         return self._transition(
             f"executions/{_id(execution)}/transition",
             Execution.from_json,
             lambda: self.reconcile_transition(
-                _id(execution), expected_version, status, failure=failure
+                _id(execution), expected_version, status, failure=failure, exit_code=exit_code
             ),
             expected_version,
             status,
             failure=failure,
             terminal_rollback=terminal_rollback,
+            exit_code=exit_code,
+            owner_token=owner_token,
             reconcile=reconcile,
         )
 
@@ -232,6 +286,8 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         failure: FailureSummary | None,
         terminal_rollback: bool,
         reconcile: bool,
+        exit_code: str | None = None,
+        owner_token: bytes | None = None,
     ) -> R:
         """The CAS transition of an execution or a step, settled by ``reread``
         when ``reconcile``."""
@@ -244,6 +300,8 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
                     "status": BatchStatus(status).value,
                     "failure": _failure(failure),
                     "terminal_rollback": terminal_rollback,
+                    "exit_code": exit_code,
+                    "owner_token": None if owner_token is None else owner_token.hex(),
                 },
             )
             return parse_row(document)
@@ -340,6 +398,42 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
 
         return settle_create(send, find) if reconcile else send()
 
+    def start_step(
+        self,
+        execution: Ref,
+        step_name: str,
+        *,
+        owner_token: bytes | None = None,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
+        reconcile: bool = False,
+    ) -> StepState:
+        """A step created STARTED in one write (contract §4.2), with what it took
+        over on a restart (checkpoint, context) — the rules of
+        :meth:`create_step`. ``reconcile`` settles a ``CommitOutcomeUnknown``:
+        the execution's step of that name, when there is one, is this one (read
+        with its state); otherwise the request is sent once more."""
+        body = {
+            "step_name": step_name,
+            "node_id": node_id,
+            "start_limit": start_limit,
+            "allow_start_if_complete": True if allow_start_if_complete else None,
+            "status": BatchStatus.STARTED.value,
+            "owner_token": None if owner_token is None else owner_token.hex(),
+        }
+
+        def send() -> StepState:
+            _, document = self._post(f"executions/{_id(execution)}/steps", body)
+            return StepState.from_started_step(document)
+
+        def find() -> StepState | None:
+            steps = self._pages(f"executions/{_id(execution)}/steps", Step.from_json)
+            found = next((step for step in steps if step.step_name == step_name), None)
+            return None if found is None else self.checkpoint(found)
+
+        return settle_create(send, find) if reconcile else send()
+
     def step(self, step_id: int) -> Step:
         return Step.from_json(self._get(f"steps/{step_id}"))
 
@@ -351,19 +445,24 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         *,
         failure: FailureSummary | None = None,
         terminal_rollback: bool = False,
+        exit_code: str | None = None,
+        owner_token: bytes | None = None,
         reconcile: bool = False,
     ) -> Step:
-        """CAS transition of a step; ``reconcile`` as for :meth:`transition`."""
+        """CAS transition of a step; ``exit_code``, ``owner_token`` and
+        ``reconcile`` as for :meth:`transition`."""
         return self._transition(
             f"steps/{_id(step)}/transition",
             Step.from_json,
             lambda: self.reconcile_step_transition(
-                _id(step), expected_version, status, failure=failure
+                _id(step), expected_version, status, failure=failure, exit_code=exit_code
             ),
             expected_version,
             status,
             failure=failure,
             terminal_rollback=terminal_rollback,
+            exit_code=exit_code,
+            owner_token=owner_token,
             reconcile=reconcile,
         )
 
@@ -409,15 +508,22 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         checkpoint: StateEnvelope | Mapping[str, Any] | None = None,
         context: StateEnvelope | Mapping[str, Any] | None = None,
         *,
+        finish: BatchStatus | str | None = None,
+        exit_code: str | None = None,
+        owner_token: bytes | None = None,
         reconcile: bool = False,
     ) -> Step:
         """One chunk: ``counts`` are its deltas; the step returned carries the totals.
 
-        ``reconcile`` settles a ``CommitOutcomeUnknown`` by :meth:`reconcile_chunk`
-        (as for :meth:`transition`); it needs ``step`` as the ``Step`` last
-        received, at ``expected_version``: the counts the deltas advance."""
+        ``finish="COMPLETED"`` ends the step with this chunk (its ``exit_code``
+        too) in the same compare-and-swap; ``owner_token`` makes the answer
+        carry the execution's control state (``Step.control``). ``reconcile``
+        settles a ``CommitOutcomeUnknown`` by :meth:`reconcile_chunk` (as for
+        :meth:`transition`); it needs ``step`` as the ``Step`` last received, at
+        ``expected_version``: the counts the deltas advance."""
         if reconcile and not (isinstance(step, Step) and step.version == expected_version):
             raise ValueError("reconcile=True needs the Step at expected_version")
+        ending = None if finish is None else BatchStatus(finish)
 
         def send() -> Step:
             _, document = self._post(
@@ -427,13 +533,18 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
                     "counts": _counts(counts),
                     "checkpoint": _envelope(checkpoint),
                     "context": _envelope(context),
+                    "finish": None if ending is None else ending.value,
+                    "exit_code": exit_code,
+                    "owner_token": None if owner_token is None else owner_token.hex(),
                 },
             )
             return Step.from_json(document)
 
         def reread() -> Reconciliation[Step]:
             assert isinstance(step, Step)
-            found = self.reconcile_chunk(step, counts, checkpoint, context)
+            found = self.reconcile_chunk(
+                step, counts, checkpoint, context, finish=ending, exit_code=exit_code
+            )
             return Reconciliation(found.outcome, found.current.step)
 
         return settle(send, expected_version, reread if reconcile else None)

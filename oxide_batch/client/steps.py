@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from oxide_batch.client.errors import ExecutionFenced, LostWrite, StepSkipped, StopRequested
-from oxide_batch.client.models import Execution, Step
+from oxide_batch.client.models import Execution, Step, StepState
 from oxide_batch.client.reconcile import Superseded
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
@@ -122,6 +122,19 @@ class ControlWatch:
             raise StopRequested(execution.id)
         return execution
 
+    def seen(self, row: Execution | Step) -> None:
+        """The control state a write's answer carried (contract §4.2: the chunk
+        boundary's observation): ``ExecutionFenced`` when the token is not the
+        owner's or the row is fenced, ``StopRequested`` when a stop is pending;
+        nothing when the answer carried none (the write sent no token)."""
+        control = row.control
+        if control is None:
+            return
+        if not control.owner_matches or control.fenced:
+            raise ExecutionFenced(self.execution_id, "fenced")
+        if control.stop_requested:
+            raise StopRequested(self.execution_id)
+
     def fenced(self, step_id: int | None, error: Exception) -> ExecutionFenced | None:
         """After a refusal: ``ExecutionFenced`` when a re-read shows the step
         finished or UNKNOWN, or the execution no longer active; else ``None``
@@ -193,6 +206,8 @@ class StepRun:
         self._step: Step | None = None
         # Set by ``JobRun.run_step`` when a restart skipped the step.
         self.skipped = False
+        # The step's last chunk ended it (``commit(..., last=True)``).
+        self._finished = False
 
     @property
     def step(self) -> Step:
@@ -206,30 +221,41 @@ class StepRun:
         return self
 
     def begin(self) -> None:
-        """Observe ``control``, create the step (taking over an earlier attempt's
-        state on a restart) and start it — what entering does, once;
-        ``StepSkipped`` when a restart skips the step."""
-        self.watch.observe()
-        created = self._created or self._create()
-        self._step = created
-        self._step = self.watch.write(
-            created.id,
-            lambda: self.client.transition_step(
-                created, created.version, BatchStatus.STARTED, reconcile=True
-            ),
-        )
-        state = self.client.checkpoint(self._step)
+        """Create the step STARTED (taking over an earlier attempt's state on a
+        restart) in one request whose answer carries that state and the
+        execution's control — what entering does, once; ``StepSkipped`` when a
+        restart skips the step. A step made beforehand (a partition's worker
+        step) is started by a transition."""
+        if self._created is not None:
+            created = self._created
+            self._step = created
+            self._step = self.watch.write(
+                created.id,
+                lambda: self.client.transition_step(
+                    created,
+                    created.version,
+                    BatchStatus.STARTED,
+                    owner_token=self.watch.owner_token,
+                    reconcile=True,
+                ),
+            )
+            state = self.client.checkpoint(self._step)
+        else:
+            state = self._start()
+            self._step = state.step
         self.checkpoint = None if state.checkpoint is None else state.checkpoint.payload
         self.context = None if state.context is None else state.context.payload
+        self.watch.seen(self._step)
 
-    def _create(self) -> Step:
-        """Create the step; ``StepSkipped`` when a restart skips it."""
+    def _start(self) -> StepState:
+        """Create the step STARTED; ``StepSkipped`` when a restart skips it."""
         try:
             return self.watch.write(
                 None,
-                lambda: self.client.create_step(
+                lambda: self.client.start_step(
                     self.watch.execution_id,
                     self.name,
+                    owner_token=self.watch.owner_token,
                     node_id=self.node_id,
                     start_limit=self.start_limit,
                     allow_start_if_complete=self.allow_start_if_complete,
@@ -253,12 +279,17 @@ class StepRun:
         rolled_back: int = 0,
         checkpoint: Mapping[str, Any] | None = None,
         context: Mapping[str, Any] | None = None,
+        last: bool = False,
     ) -> Step:
         """Commit one chunk: its counts (deltas; ``committed`` + 1), checkpoint
-        and context payloads, reconciled when the commit outcome is unknown; then
-        observe ``control``. Raises ``StopRequested``, ``ExecutionFenced``, or
+        and context payloads, reconciled when the commit outcome is unknown; the
+        answer's control state is the chunk boundary's observation. ``last``
+        ends the step COMPLETED with this chunk (its ``exit_code``), in the same
+        write. Raises ``StopRequested``, ``ExecutionFenced``, or
         ``CommitOutcomeUnknown`` when the outcome stayed unknown."""
         step = self.step
+        if self._finished:
+            raise RuntimeError(f"step {self.name!r} already finished with its last chunk")
         counts = ExecutionCounts(
             read=read,
             processed=processed,
@@ -275,6 +306,9 @@ class StepRun:
                 counts,
                 _envelope(CHECKPOINT_SCHEMA, checkpoint),
                 _envelope(CONTEXT_SCHEMA, context),
+                finish=BatchStatus.COMPLETED if last else None,
+                exit_code=(self.exit_code or BatchStatus.COMPLETED.value) if last else None,
+                owner_token=self.watch.owner_token,
                 reconcile=True,
             ),
         )
@@ -282,7 +316,9 @@ class StepRun:
             self.checkpoint = dict(checkpoint)
         if context is not None:
             self.context = dict(context)
-        self.watch.observe()
+        self._finished = last
+        if not last:  # a stop seen with the last chunk is the job's to honour
+            self.watch.seen(self._step)
         return self._step
 
     def __exit__(
@@ -293,6 +329,8 @@ class StepRun:
     ) -> Literal[False]:
         if self._step is None or isinstance(exc, ExecutionFenced):
             return False
+        if self._finished and not self._step.status.is_active:
+            return False  # its last chunk ended it
         if exc is None:
             self._end(BatchStatus.COMPLETED)
         elif isinstance(exc, StopRequested):
@@ -317,17 +355,18 @@ class StepRun:
             self._on_failure(failure)
 
     def _end(self, status: BatchStatus, failure: FailureSummary | None = None) -> None:
+        """One transition, with the exit code in the same write (none for UNKNOWN)."""
         step = self.step
-        code = self.exit_code or status.value
-        if status is not BatchStatus.UNKNOWN and step.exit_code != code:
-            step = self.watch.write(
-                step.id,
-                lambda: self.client.step_exit_status(step, step.version, code, reconcile=True),
-            )
-        ended = step
+        code = None if status is BatchStatus.UNKNOWN else (self.exit_code or status.value)
         self._step = self.watch.write(
             step.id,
             lambda: self.client.transition_step(
-                ended, ended.version, status, failure=failure, reconcile=True
+                step,
+                step.version,
+                status,
+                failure=failure,
+                exit_code=None if code == step.exit_code else code,
+                owner_token=self.watch.owner_token,
+                reconcile=True,
             ),
         )

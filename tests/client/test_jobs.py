@@ -26,16 +26,20 @@ class Boom(Exception):
     pass
 
 
-def test_a_run_completes_its_step_and_the_job_observing_control_at_every_chunk(
+def test_a_run_completes_its_step_and_the_job_in_k_plus_3_requests(
     runtime: ScriptedClient,
 ) -> None:
+    """contract §4.2: launch, a step created STARTED, K chunks (the last one
+    ending the step) and the run's end — each write carries the owner token and
+    its answer the control state (the chunk boundary's observation); the
+    heartbeat's observations are not counted."""
     with runtime.job_run(JOB, PARAMETERS) as run:
         assert run.execution.status is S.STARTED
         assert not run.restarted
         with run.step("load") as step:
             assert step.checkpoint is None
-            for offset in (100, 200):
-                step.commit(read=100, written=100, checkpoint={"offset": offset})
+            step.commit(read=100, written=100, checkpoint={"offset": 100})
+            step.commit(read=100, written=100, checkpoint={"offset": 200}, last=True)
     execution = runtime.execution(run.execution.id)
     assert (execution.status, execution.exit_code) == (S.COMPLETED, "COMPLETED")
     assert execution.owner_recorded
@@ -48,8 +52,55 @@ def test_a_run_completes_its_step_and_the_job_observing_control_at_every_chunk(
     )
     assert done.checkpoint is not None
     assert done.checkpoint.payload == {"offset": 200}
-    # One observation before the step and one after each of its two chunks.
-    assert runtime.posts("/control") >= 3
+    run_requests = [
+        (method, path)
+        for method, path, _ in runtime.sent
+        if not path.endswith("/control")
+        and (method, path)
+        not in {
+            ("GET", f"executions/{execution.id}"),
+            ("GET", f"steps/{step.step.id}/checkpoint"),
+        }
+    ]
+    assert [path.split("/")[-1] if "/" in path else path for _, path in run_requests[:2]] == [
+        "launches",
+        "steps",
+    ]
+    assert len(run_requests) == 2 + 3  # K = 2
+    owner = run.owner_token.hex()
+    assert all(
+        body.get("owner_token") == owner for method, _, body in runtime.sent if method == "POST"
+    )
+
+
+def test_without_a_last_chunk_the_step_ends_by_its_own_transition(
+    runtime: ScriptedClient,
+) -> None:
+    with runtime.job_run(JOB, PARAMETERS) as run, run.step("load") as step:
+        step.commit(read=10, checkpoint={"offset": 10})
+        step.exit_code = "LOADED"
+    done = runtime.step(step.step.id)
+    assert (done.status, done.exit_code, done.counts.committed) == (S.COMPLETED, "LOADED", 1)
+    assert runtime.posts("/transition") == 2  # the step's and the run's, each with its code
+
+
+def test_a_stop_seen_in_a_chunk_s_answer_ends_step_and_job_stopped(
+    runtime: ScriptedClient, operator: OperatorClient
+) -> None:
+    seen: list[BaseException] = []
+    with runtime.job_run(JOB, PARAMETERS) as run, run.step("load") as step:
+        step.commit(read=10, checkpoint={"offset": 10})
+        current = runtime.execution(run.execution.id)
+        operator.stop(current, current.version, operation_id="stop-in-answer")
+        try:
+            step.commit(read=10, checkpoint={"offset": 20})  # committed, then the stop
+        except StopRequested as stop:
+            seen.append(stop)
+            raise
+    assert len(seen) == 1
+    stopped = runtime.step(step.step.id)
+    assert (stopped.status, stopped.counts.committed) == (S.STOPPED, 2)
+    assert runtime.execution(run.execution.id).status is S.STOPPED
 
 
 def test_a_restart_takes_over_the_checkpoint_of_the_failed_attempt(

@@ -163,13 +163,12 @@ def test_a_resent_write_that_meets_someone_elses_is_still_stale(
 @pytest.mark.parametrize(
     ("method", "suffix"),
     [
-        ("POST", "/executions"),  # the new attempt
-        ("POST", "/claim"),
-        ("POST", "/steps"),
-        ("POST", "/exit-status"),
-        ("POST", "/control"),
+        ("POST", "launches"),  # the instance, attempt, claim and start
+        ("POST", "/steps"),  # created STARTED
+        ("POST", "/checkpoint"),
+        ("POST", "/transition"),  # the step's end, with its exit code
     ],
-    ids=["create-execution", "claim", "create-step", "exit-status", "control"],
+    ids=["launch", "start-step", "chunk", "transition"],
 )
 def test_every_write_of_a_run_with_an_unknown_outcome_is_settled_once(
     runtime: ScriptedClient, method: str, suffix: str
@@ -188,3 +187,4 @@ def test_every_write_of_a_run_with_an_unknown_outcome_is_settled_once(
     ]
     instance_executions = runtime._get(f"instances/{execution.job_instance_id}/executions")
     assert len(instance_executions["results"]) == 1  # no second attempt was made
+    assert runtime._faults == []  # the lost answer was this run's
