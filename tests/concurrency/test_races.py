@@ -104,6 +104,31 @@ def test_concurrent_first_launches_of_one_key_leave_one_instance_and_one_executi
     assert models.JobExecution.objects.count() == 1
 
 
+def test_concurrent_fused_launches_of_one_key_leave_one_claimed_started_attempt(repo):
+    """contract §4.2: launches of one key at once, each with its own owner token
+    (the instance new to all of them): one wins — its attempt STARTED, claimed
+    for its token — and every other is ``ExecutionAlreadyActive``, leaving
+    neither a second instance nor a half-made attempt."""
+    barrier = threading.Barrier(8)
+
+    def contend(index: int):
+        with repo.begin() as uow:
+            barrier.wait()
+            launched = uow.launch_job_execution(key(), bytes([index + 1]) * 16)
+            uow.commit()
+        return launched
+
+    outcomes = run_in_threads(8, contend)
+    winners = [outcome.value for outcome in outcomes if outcome.ok]
+    losers = [outcome.error for outcome in outcomes if not outcome.ok]
+    assert len(winners) == 1
+    assert all(isinstance(error, ExecutionAlreadyActive) for error in losers), losers
+    assert models.JobInstance.objects.count() == 1
+    [row] = models.JobExecution.objects.all()
+    assert (row.status, row.version, row.attempt) == ("STARTED", 1, 1)
+    assert row.owner_token is not None
+
+
 def test_2_concurrent_recoveries_of_one_execution_leave_one_decision(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     barrier = threading.Barrier(2)
