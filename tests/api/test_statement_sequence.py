@@ -186,3 +186,78 @@ def test_each_hot_request_is_authentication_begin_one_locking_read_one_write_com
             continue
         locked = "ob_step_execution" if name.startswith(("step", "chunk")) else "ob_job_execution"
         assert body == [f"SELECT {locked} FOR UPDATE", f"UPDATE {locked}"], report
+
+
+def test_the_short_forms_are_one_locking_read_and_one_write_each(
+    logged_server: tuple[str, Log],
+) -> None:
+    """contract §4.2: a chunk that ends its step and a transition with its exit
+    code are the hot shape (authentication, BEGIN, one locking read, one write,
+    COMMIT); a step created STARTED is one insert after its reads; the launch
+    writes its attempt once (one INSERT into the executions)."""
+    url, log = logged_server
+    api = f"{url}/api/v1"
+    token = token_for("short-forms-runtime", RUNTIME)
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        return lambda: call(f"{api}/{path}", token, body)
+
+    log.statements()
+    status, _, launched = call(
+        f"{api}/launches", token, {"job_name": "short_job", "owner_token": HEX}
+    )
+    assert status == 201, launched
+    launch = [kind(sql) for pid, sql in log.statements()]
+    execution = launched["execution"]
+    log.statements()
+    status, _, step = call(
+        f"{api}/executions/{execution['id']}/steps",
+        token,
+        {"step_name": "load", "status": "STARTED", "owner_token": HEX},
+    )
+    assert status == 201, step
+    start = [kind(sql) for _, sql in log.statements()]
+    shaped = {
+        "finishing chunk": sequence_of(
+            log,
+            post(
+                f"steps/{step['id']}/checkpoint",
+                {
+                    "expected_version": step["version"],
+                    "counts": {"read": 10},
+                    "finish": "COMPLETED",
+                    "exit_code": "LOADED",
+                    "owner_token": HEX,
+                },
+            ),
+        ),
+        "transition with exit code": sequence_of(
+            log,
+            post(
+                f"executions/{execution['id']}/transition",
+                {
+                    "expected_version": execution["version"],
+                    "status": "COMPLETED",
+                    "exit_code": "DONE",
+                    "owner_token": HEX,
+                },
+            ),
+        ),
+    }
+    report = "\n".join(
+        f"{name}: {s}" for name, s in {**shaped, "launch": launch, "step": start}.items()
+    )
+    for name, statements in shaped.items():
+        locked = "ob_step_execution" if name.startswith("finishing") else "ob_job_execution"
+        assert statements[1:] == [
+            "BEGIN",
+            f"SELECT {locked} FOR UPDATE",
+            f"UPDATE {locked}",
+            "COMMIT",
+        ], report
+        assert "token" in statements[0], report
+    assert launch.count("INSERT ob_job_execution") == 1, report
+    assert not any(s.startswith("UPDATE ob_job_execution") for s in launch), report
+    assert start.count("INSERT ob_step_execution") == 1, report
+    assert not any(s.startswith("UPDATE ob_step_execution") for s in start), report
+    assert "SELECT 1" not in " ".join(launch + start), report
