@@ -300,3 +300,42 @@ def test_the_catalogue_is_documented():
     for name, spec in catalogue.CATALOGUE.items():
         assert f"`{name}`" in text, name
         assert spec.severity in {"DEBUG", "INFO", "WARNING", "ERROR"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_short_forms_say_what_the_separate_writes_say(repo, clock, events, fresh_metrics):
+    """contract §4.2, decision 159: a fused launch, a step created STARTED and a
+    chunk that ends its step emit the event lines of the separate writes they
+    stand for, in their order — and only once committed."""
+    with repo.begin() as uow:
+        launched = uow.launch_job_execution(sentinel_key(), OWNER)
+        assert events.names() == []  # said only once durable
+        uow.commit()
+    launch_names = events.names()
+    events.clear()
+    execution = launched.execution
+    with repo.begin() as uow:
+        step = uow.create_step_execution(execution.id, "load", started=True)
+        step = uow.commit_chunk(
+            step.id,
+            step.version,
+            ExecutionCounts(read=2, committed=1),
+            checkpoint=checkpoint(),
+            finish=LifecycleTransition(S.COMPLETED),
+            exit_code="LOADED",
+        )
+        uow.commit()
+    step_names = events.names()
+    assert launch_names == ["instance.created", "execution.launched", "execution.transitioned"]
+    assert step_names == [
+        "step.created",
+        "step.transitioned",
+        "step.chunk_committed",
+        "step.transitioned",
+    ]
+    transitions = events.named("step.transitioned")
+    assert [(t["from_status"], t["to_status"]) for t in transitions] == [
+        ("STARTING", "STARTED"),
+        ("STARTED", "COMPLETED"),
+    ]
+    assert_catalogued(events)
