@@ -30,6 +30,16 @@ from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
+#: Why a new attempt (``POST instances/{id}/executions``, ``POST launches``) is refused.
+NEW_ATTEMPT_CONFLICTS = (
+    "completed_instance",
+    "abandoned_instance",
+    "execution_already_active",
+    "incompatible_definition",
+    "definition_job_mismatch",
+    "concurrent_modification",
+)
+
 
 class InstanceExecutionsView(BatchView):
     required_permissions = READ_RUN
@@ -65,14 +75,7 @@ class InstanceExecutionsView(BatchView):
         ok={201: s.ExecutionOutput},
         errors={
             404: ("job_instance_not_found", "definition_not_found"),
-            409: (
-                "completed_instance",
-                "abandoned_instance",
-                "execution_already_active",
-                "incompatible_definition",
-                "definition_job_mismatch",
-                "concurrent_modification",
-            ),
+            409: NEW_ATTEMPT_CONFLICTS,
         },
         body=True,
         path_ids=True,
@@ -305,14 +308,7 @@ class LaunchesView(BatchView):
         ok={201: s.LaunchOutput},
         errors={
             404: ("definition_not_found",),
-            409: (
-                "completed_instance",
-                "abandoned_instance",
-                "execution_already_active",
-                "incompatible_definition",
-                "definition_job_mismatch",
-                "concurrent_modification",
-            ),
+            409: NEW_ATTEMPT_CONFLICTS,
         },
         body=True,
         tags=["executions"],
