@@ -157,10 +157,9 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             return Execution.from_json(document)
 
         def find() -> Execution | None:
-            page = self._get(f"instances/{instance_id}/executions", page_size=1)
-            newest = [Execution.from_json(item) for item in page["results"]]
-            if newest and newest[0].status is BatchStatus.STARTING and not newest[0].owner_recorded:
-                return newest[0]
+            newest = self._newest_attempt(instance_id)
+            if newest and newest.status is BatchStatus.STARTING and not newest.owner_recorded:
+                return newest
             return None
 
         return settle_create(send, find) if reconcile else send()
@@ -212,13 +211,12 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
 
         def find() -> tuple[Instance, Execution] | None:
             instance, _ = self.select_or_create_instance(job_name, parameters)
-            page = self._get(f"instances/{instance.id}/executions", page_size=1)
-            newest = [Execution.from_json(item) for item in page["results"]]
-            if not newest or newest[0].status is not BatchStatus.STARTED:
+            newest = self._newest_attempt(instance.id)
+            if newest is None or newest.status is not BatchStatus.STARTED:
                 return None
-            if not self.observe_control(newest[0], owner_token).owner_matches:
+            if not self.observe_control(newest, owner_token).owner_matches:
                 return None
-            return instance, newest[0]
+            return instance, newest
 
         launched = settle_create(send, find) if reconcile else send()
         if launched[1].lease is not None:
@@ -234,6 +232,16 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     def executions(self, **filters: Any) -> Iterator[Execution]:
         """Every execution matching ``filters`` (``status``, ``job_name``, …), newest first."""
         return self._pages("executions", Execution.from_json, **filters)
+
+    def _newest_attempt(self, instance_id: int) -> Execution | None:
+        """The instance's newest attempt, if any (one read)."""
+        page = self._get(f"instances/{instance_id}/executions", page_size=1)
+        return next((Execution.from_json(item) for item in page["results"]), None)
+
+    def _step_named(self, execution: Ref, step_name: str) -> Step | None:
+        """The execution's step of that name (a name is created once per execution)."""
+        steps = self._pages(f"executions/{_id(execution)}/steps", Step.from_json)
+        return next((step for step in steps if step.step_name == step_name), None)
 
     def _pages(self, path: str, parse_row: Callable[[Any], T], **filters: Any) -> Iterator[T]:
         """Every row of a list, following its ``next`` cursor."""
@@ -392,9 +400,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             return Step.from_json(document)
 
         def find() -> Step | None:
-            # A step name is created once per execution.
-            steps = self._pages(f"executions/{_id(execution)}/steps", Step.from_json)
-            return next((step for step in steps if step.step_name == step_name), None)
+            return self._step_named(execution, step_name)
 
         return settle_create(send, find) if reconcile else send()
 
@@ -428,8 +434,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             return StepState.from_started_step(document)
 
         def find() -> StepState | None:
-            steps = self._pages(f"executions/{_id(execution)}/steps", Step.from_json)
-            found = next((step for step in steps if step.step_name == step_name), None)
+            found = self._step_named(execution, step_name)
             return None if found is None else self.checkpoint(found)
 
         return settle_create(send, find) if reconcile else send()
