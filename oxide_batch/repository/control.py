@@ -318,7 +318,7 @@ class ControlOperations(UnitOfWorkBase):
                 .order_by("id")
                 .values(*STEP_EXECUTION_COLUMNS)
             )
-            self._recovery_locked[pk] = (execution, steps)
+            self._recovery_locked[pk] = (self._operations, execution, steps)
         row = _evidence_query(self._using).filter(pk=pk).first()
         if row is None:
             raise JobExecutionNotFound(id=pk)

@@ -372,7 +372,7 @@ class ExecutionOperations(DefinitionOperations):
         pk = self._id(JOB_EXECUTION, job_execution_id)
         # After ``recovery_evidence(lock=True)`` in this work the rows are held
         # already (nothing wrote them since): each is locked once.
-        held = self._recovery_locked.pop(pk, None)
+        held = self._held_for_recovery(pk)
         row = (
             held[0]
             if held is not None

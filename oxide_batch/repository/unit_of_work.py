@@ -62,11 +62,6 @@ class _State(enum.Enum):
     ROLLED_BACK = "rolled back"
 
 
-#: The operations between which the rows ``recovery_evidence(lock=True)`` locked
-#: are kept for ``recover_job_execution`` (every other operation drops them).
-KEEPS_RECOVERY_LOCKS = frozenset({"recovery_evidence", "recover_job_execution"})
-
-
 def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U, P], R]:
     """Map database faults of one repository operation to domain errors.
 
@@ -83,9 +78,7 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
         if self._depth:  # an operation calling another is observed once, as itself
             return method(self, *args, **kwargs)
         started = time.perf_counter()
-        if name not in KEEPS_RECOVERY_LOCKS:
-            # The rows a locked evidence read kept are for the recovery right after.
-            self._recovery_locked.clear()
+        self._operations += 1
         self._depth += 1
         try:
             result = method(self, *args, **kwargs)
@@ -139,11 +132,13 @@ class UnitOfWorkBase:
         # Job executions this unit of work locked with their extras, as last
         # written (``execution_image``): id → row.
         self._execution_images: dict[int, dict[str, Any]] = {}
+        # The operations this work began (an operation calling another counts once).
+        self._operations = 0
         # What ``recovery_evidence(lock=True)`` locked — the execution's row and
-        # all its steps' rows, as read under the lock — for the
-        # ``recover_job_execution`` that follows in this work: it locks nothing
-        # twice. Dropped by any other operation (:data:`KEEPS_RECOVERY_LOCKS`).
-        self._recovery_locked: dict[int, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        # all its steps' rows, as read under the lock — with the operation it
+        # was: the ``recover_job_execution`` that is the very next operation
+        # writes from them and locks nothing twice (:meth:`_held_for_recovery`).
+        self._recovery_locked: dict[int, tuple[int, dict[str, Any], list[dict[str, Any]]]] = {}
         # The execution whose row (or a step of which) this work last locked:
         # a ``VersionAhead`` refused here marks it (:meth:`_record_lost_write`).
         self._execution_in_hand: int | None = None
@@ -323,6 +318,15 @@ class UnitOfWorkBase:
     @staticmethod
     def _id(kind: IdentifierKind, value: int) -> int:
         return validate_identifier(kind, value)
+
+    def _held_for_recovery(self, pk: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The rows ``recovery_evidence(lock=True)`` locked for ``pk``, when it was
+        the operation right before this one (nothing ran between to move them)."""
+        held = self._recovery_locked.pop(pk, None)
+        self._recovery_locked.clear()
+        if held is None or held[0] != self._operations - 1:
+            return None
+        return held[1], held[2]
 
     def _lock_row(
         self, model: type[models.Model], pk: int, columns: tuple[str, ...]
