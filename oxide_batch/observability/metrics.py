@@ -10,7 +10,6 @@ user text never become labels. ``docs/observability.md`` lists every metric.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import threading
 import time
@@ -48,7 +47,6 @@ OTHER: Final = "other"
 UNMATCHED_ROUTE: Final = "unmatched"
 # A static file (answered by whitenoise, before any URL pattern), or none there.
 STATIC_ROUTE: Final = "static"
-UNOBSERVED: Final = "unobserved"
 OK: Final = "ok"
 DATABASE_ERROR: Final = "database_error"
 
@@ -57,7 +55,6 @@ METHODS: Final = frozenset(
 )
 STATUS_CLASSES: Final = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", OTHER})
 STATUSES: Final = frozenset(status.value for status in BatchStatus)
-FROM_STATUSES: Final = STATUSES | {UNOBSERVED}
 TRANSITION_KINDS: Final = frozenset({"job", "step"})
 REQUEST_ACTIONS: Final = frozenset(
     [action.value for action in OperatorAction] + [action.value for action in RetentionAction]
@@ -79,15 +76,10 @@ LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 @functools.cache
 def operation_values() -> frozenset[str]:
-    """The repository operations (methods wrapped by the unit of work's ``operation``)."""
-    from oxide_batch.repository import DjangoUnitOfWork
+    """The repository operations, as the port declares them (``port.OPERATIONS``)."""
+    from oxide_batch.repository.port import OPERATIONS
 
-    names = {
-        name
-        for name, member in inspect.getmembers(DjangoUnitOfWork, inspect.isfunction)
-        if not name.startswith("_") and hasattr(member, "__wrapped__")
-    }
-    return frozenset(names | {OTHER})
+    return frozenset({*OPERATIONS, OTHER})
 
 
 @functools.cache
@@ -176,8 +168,7 @@ REPOSITORY_LATENCY: Final = Histogram(
 )
 TRANSITIONS: Final = Counter(
     "oxide_batch_lifecycle_transitions",
-    "Committed status changes of job and step executions, by kind and from/to status "
-    "(from_status is 'unobserved' when this process did not see the prior state).",
+    "Committed status changes of job and step executions, by kind and from/to status.",
     ["kind", "from_status", "to_status"],
     registry=REGISTRY,
 )
@@ -264,7 +255,7 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_repository_operation_duration_seconds": {"operation": operation_values()},
         "oxide_batch_lifecycle_transitions": {
             "kind": TRANSITION_KINDS,
-            "from_status": FROM_STATUSES,
+            "from_status": STATUSES,
             "to_status": STATUSES,
         },
         "oxide_batch_operator_requests": {"action": REQUEST_ACTIONS, "outcome": REQUEST_OUTCOMES},

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.operator import (
     OperatorAction,
     OperatorRecord,
@@ -106,7 +107,13 @@ class AuditOperations(UnitOfWorkBase):
         )
         if new_id is None:
             return None
-        return record_from_row({"id": new_id, **values})
+        record = record_from_row({"id": new_id, **values})
+        self._record(
+            events.OperatorRequestRecorded(
+                record=record, actor=events.Actor("operator", draft.actor_user_id)
+            )
+        )
+        return record
 
     @operation
     def record_admin_history(
@@ -135,5 +142,10 @@ class AuditOperations(UnitOfWorkBase):
             object_repr=f"{model._meta.verbose_name} #{object_id}"[:200],
             action_flag=CHANGE,
             change_message=message,
+        )
+        self._record(
+            events.AdminHistoryRecorded(
+                target=target, object_id=object_id, actor=events.Actor("operator", user_id)
+            )
         )
         return True

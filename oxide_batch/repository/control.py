@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import InvalidState, JobExecutionNotFound
 from oxide_batch.domain.evidence import (
     CheckpointEvidence,
@@ -199,14 +200,18 @@ class ControlOperations(UnitOfWorkBase):
         pk = self._id(JOB_EXECUTION, job_execution_id)
         row = self._lock_control_row(pk)
         view = execution_view_from_row(row)
+        who = events.Actor("operator")
         if not stop_request_applies(view.execution, expected_version):
+            self._record(events.StopRequested(execution=view.execution, changed=False, actor=who))
             return StopResult(view, changed=False)
         now = self.now()
         self._update(
             models.JobExecution, pk, {"stop_requested_at": now, "stop_requested_by": actor}
         )
         row.update(stop_requested_at=now, stop_requested_by=actor)
-        return StopResult(execution_view_from_row(row), changed=True)
+        view = execution_view_from_row(row)
+        self._record(events.StopRequested(execution=view.execution, changed=True, actor=who))
+        return StopResult(view, changed=True)
 
     @operation
     def claim_execution_owner(
@@ -228,12 +233,17 @@ class ControlOperations(UnitOfWorkBase):
         row = self._lock_control_row(pk)
         self._check_claimant(pk, row["owner_user_id"])
         execution = job_execution_from_row(row)
-        if owner_claim_needs_write(execution, expected_version, recorded_token(row), token):
+        changed = owner_claim_needs_write(execution, expected_version, recorded_token(row), token)
+        if changed:
             # The claimant user too: only its writes are accepted from now on (contract §2.5.2).
             written = {"owner_token": token, "owner_user_id": self._runtime_user_id}
             self._update(models.JobExecution, pk, written)
             row.update(written)
-        return execution_view_from_row(row)
+        view = execution_view_from_row(row)
+        self._record(
+            events.ExecutionClaimed(execution=view.execution, changed=changed, actor=self._actor)
+        )
+        return view
 
     @operation
     def observe_execution_control(
@@ -267,7 +277,9 @@ class ControlOperations(UnitOfWorkBase):
             # Another user's poll of a claimed execution: told it is not the owner,
             # and it changes nothing — not even the evidence an operator recovers on.
             view = execution_view_from_row(row)
-            return ExecutionControl(view, False, row["stop_requested_at"] is not None)
+            control = ExecutionControl(view, False, row["stop_requested_at"] is not None)
+            self._record(self._observed_fact(control))
+            return control
         if owner_matches and execution.recovery_decision_id is not None:
             raise InvalidState(
                 id=pk, status=execution.status, hint=fenced_hint(execution.recovery_decision_id)
@@ -277,9 +289,10 @@ class ControlOperations(UnitOfWorkBase):
         written: dict[str, Any] = {"last_observed_at": now}
         if owner_matches:
             written["last_activity_at"] = now
-        if observation_stops(
+        stops = observation_stops(
             execution.status, owner_matches=owner_matches, stop_requested=stop_requested
-        ):
+        )
+        if stops:
             metadata, version = compare_and_transition(
                 execution.metadata,
                 execution.version,
@@ -289,7 +302,23 @@ class ControlOperations(UnitOfWorkBase):
             written.update(changed_columns(row, metadata_columns(metadata, version, now)))
         self._update(models.JobExecution, pk, written)
         row.update(written)
-        return ExecutionControl(execution_view_from_row(row), owner_matches, stop_requested)
+        control = ExecutionControl(execution_view_from_row(row), owner_matches, stop_requested)
+        if stops:
+            self._record(
+                events.ExecutionTransitioned(
+                    execution=control.execution.execution, prior=execution.status, actor=self._actor
+                )
+            )
+        self._record(self._observed_fact(control))
+        return control
+
+    def _observed_fact(self, control: ExecutionControl) -> events.ControlObserved:
+        return events.ControlObserved(
+            execution=control.execution.execution,
+            owner_matches=control.owner_matches,
+            stop_requested=control.stop_requested,
+            actor=self._actor,
+        )
 
     @operation
     def recovery_evidence(self, job_execution_id: int, *, lock: bool = False) -> RecoveryEvidence:

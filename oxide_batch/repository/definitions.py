@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import Q
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.definitions import (
     DefinitionRegistration,
     JobDefinition,
@@ -88,7 +89,13 @@ class DefinitionOperations(UnitOfWorkBase):
         row = next((row for row in rows if row["manifest_digest"] == canonical.digest), None)
         if row is None:
             raise DefinitionDrift(job_name=job_name, revision=revision)
-        return DefinitionRegistration(definition_from_row(row), created=new_id is not None)
+        created = new_id is not None
+        self._record(
+            events.DefinitionRegistered(
+                digest=canonical.digest, job_name=job_name, created=created, actor=self._actor
+            )
+        )
+        return DefinitionRegistration(definition_from_row(row), created=created)
 
     @operation
     def get_definition(self, digest: str, *, job_name: str | None = None) -> JobDefinition:
@@ -133,6 +140,11 @@ class DefinitionOperations(UnitOfWorkBase):
             # Only the (from, to) key may make this a re-registration: the read
             # below compares the row of exactly that key.
             conflict_fields=("from_definition", "to_definition"),
+        )
+        self._record(
+            events.DefinitionUpgradeRegistered(
+                edge=edge, created=new_id is not None, actor=self._actor
+            )
         )
         if new_id is not None:
             return True

@@ -10,6 +10,7 @@ from django.db.models import F
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import (
     ExecutionAlreadyActive,
     IncompatibleDefinition,
@@ -94,7 +95,9 @@ class ExecutionOperations(DefinitionOperations):
             ("job_name", "key_digest"),
         )
         if new_id is not None:
-            return JobInstanceSelection(JobInstance(new_id, key, created_at), created=True)
+            instance = JobInstance(new_id, key, created_at)
+            self._record(events.InstanceCreated(instance=instance, actor=self._actor))
+            return JobInstanceSelection(instance, created=True)
         existing = self.find_job_instance(key)
         assert existing is not None, "a conflicting instance row must be visible"
         return JobInstanceSelection(existing, created=False)
@@ -160,6 +163,13 @@ class ExecutionOperations(DefinitionOperations):
         token = validate_owner_token(owner_token)
         selection = self.select_or_create_job_instance(key)
         launched = self._new_attempt(selection.instance.id, definition_digest, owner_token=token)
+        # Created, claimed and started: what the separate requests record (the
+        # claim says nothing of its own), the attempt as inserted STARTING.
+        self._record(
+            events.ExecutionTransitioned(
+                execution=launched, prior=BatchStatus.STARTING, actor=self._actor
+            )
+        )
         return Launch(selection=selection, execution=launched)
 
     def _new_attempt(
@@ -203,7 +213,7 @@ class ExecutionOperations(DefinitionOperations):
             **metadata_columns(metadata, version, now),
         )
         self._remember_control(row.pk, owner_token, None, None)
-        return JobExecution(
+        execution = JobExecution(
             id=row.pk,
             metadata=metadata,
             version=version,
@@ -215,6 +225,8 @@ class ExecutionOperations(DefinitionOperations):
             restart_of_id=attempt.restart_of_id,
             upgrade_id=upgrade_id,
         )
+        self._record(events.ExecutionLaunched(execution=execution, actor=self._actor))
+        return execution
 
     def _already_active(
         self, refusal: ExecutionAlreadyActive, now: datetime
@@ -323,6 +335,13 @@ class ExecutionOperations(DefinitionOperations):
                     current, expected_version, transition.stamped(now), exit_code
                 )
             ),
+            facts=lambda prior, written: (
+                events.ExecutionTransitioned(
+                    execution=written,
+                    prior=prior.status,
+                    actor=events.Actor("operator") if by_operator else self._actor,
+                ),
+            ),
             activity=not by_operator,
             execution=True,
         )
@@ -339,6 +358,9 @@ class ExecutionOperations(DefinitionOperations):
             job_execution_from_row,
             lambda pk: JobExecutionNotFound(id=pk),
             lambda current, now: fenced_enrich(current, expected_version, exit_code),
+            facts=lambda _, written: (
+                events.ExecutionExitCodeRecorded(execution=written, actor=self._actor),
+            ),
             activity=True,
             execution=True,
         )
@@ -430,7 +452,7 @@ class ExecutionOperations(DefinitionOperations):
                 version=F("version") + 1,
                 recovery_decision_id=decision.pk,
             )
-        return RecoveryResult(
+        result = RecoveryResult(
             execution=dataclasses.replace(recovered, recovery_decision_id=decision.pk),
             decision=RecoveryDecision(
                 id=decision.pk,
@@ -448,6 +470,16 @@ class ExecutionOperations(DefinitionOperations):
                 evidence=request.evidence,
             ),
         )
+        actor = events.Actor("operator", operator_user_id)
+        self._record(
+            events.ExecutionTransitioned(
+                execution=result.execution, prior=prior.status, actor=actor
+            ),
+            events.RecoveryApplied(
+                execution=result.execution, decision=result.decision, actor=actor
+            ),
+        )
+        return result
 
     def _lock_unfinished_steps(
         self, job_execution_id: int, failure: FailureSummary, now: datetime

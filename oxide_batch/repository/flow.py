@@ -24,6 +24,7 @@ from django.db.models.expressions import BaseExpression, Window
 from django.db.models.functions import Coalesce
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.canonical import CanonicalJsonError, parse_strict
 from oxide_batch.domain.definitions import FLOW_FORMATS
 from oxide_batch.domain.errors import (
@@ -331,7 +332,7 @@ class FlowOperations(StepOperations):
         )
         if new_id is None:
             raise ConcurrentModification()
-        return FlowDecision(
+        decision = FlowDecision(
             id=new_id,
             job_execution_id=pk,
             sequence=sequence,
@@ -345,6 +346,8 @@ class FlowOperations(StepOperations):
             reused_decision_id=reused_id,
             decided_at=decided_at,
         )
+        self._record(events.FlowDecisionAppended(decision=decision, actor=self._actor))
+        return decision
 
     def _decision_history(self, execution_id: int, request: FlowDecisionRequest) -> dict[str, Any]:
         """One read, after the execution lock (so it sees every committed decision):

@@ -1,10 +1,16 @@
 """Observers of repository operations (metrics, structured events).
 
 The unit of work calls :func:`notify` once per operation with its name, outcome
-(``ok`` or the error's ``code``), duration, arguments and result. Observers run
-synchronously and must be cheap; anything they want to say only once the work
-is durable they schedule with ``transaction.on_commit(…, using=using)``. An
-observer that raises is logged and ignored: it can never change an outcome.
+(``ok`` or the error's ``code``), duration, the id it worked on, and the typed
+facts it made true (``domain/events.py``, recorded from the rows it locked and
+wrote; none for a refused operation). Observers run synchronously and must be
+cheap; anything they want to say only once the work is durable they schedule
+with ``transaction.on_commit(…, using=using)``. An observer that raises is
+logged and ignored: it can never change an outcome.
+
+The services report what no write makes true (a proposal, a replayed answer)
+with :func:`report`, as facts of the same kinds: observers that define
+``reported`` hear them at once.
 
 When the COMMIT of a unit of work fails (``commit_outcome_unknown``, or a
 refusal the server reports at COMMIT), its on-commit callbacks never run, so
@@ -16,22 +22,30 @@ hear it (at once — nothing commits to make it true).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Final, Protocol
+
+from oxide_batch.domain.events import Event
 
 log = logging.getLogger(__name__)
+
+# The ids an operation's first argument can be: the row a refusal names.
+TARGET_IDS: Final = frozenset(
+    {"job_instance_id", "job_execution_id", "step_execution_id", "partition_id"}
+)
 
 
 @dataclass(frozen=True)
 class OperationEvent:
+    """One operation: ``target`` is ``(id name, value)`` when its first argument
+    is an id; ``events`` what it made true, in order."""
+
     operation: str
     outcome: str
     seconds: float
     using: str
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
-    result: Any = None
+    target: tuple[str, int] | None = None
+    events: tuple[Event, ...] = ()
     error: BaseException | None = None
 
 
@@ -74,13 +88,22 @@ def notify(event: OperationEvent) -> None:
             log.exception("repository observer %r failed", observer)
 
 
+def report(event: Event) -> None:
+    """A service's own report: tell every observer that has ``reported(event)``."""
+    _tell("reported", event)
+
+
 def notify_commit_failed(failure: CommitFailure) -> None:
     """Tell every observer that has a ``commit_failed(failure)`` method."""
+    _tell("commit_failed", failure)
+
+
+def _tell(method: str, what: object) -> None:
     for observer in tuple(_observers):
-        hear = getattr(observer, "commit_failed", None)
+        hear = getattr(observer, method, None)
         if hear is None:
             continue
         try:
-            hear(failure)
+            hear(what)
         except Exception:  # an observer never changes an outcome
             log.exception("repository observer %r failed", observer)

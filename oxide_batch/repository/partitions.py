@@ -19,6 +19,7 @@ from django.db.models import Q, QuerySet, Subquery
 from django.db.models.functions import Collate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import (
     EmptyPartitionPlan,
     InvalidState,
@@ -160,10 +161,16 @@ class PartitionOperations(UnitOfWorkBase):
         ]
         ids = insert_partitions(self._connection, rows)
         self._plans_created_here().add(parent_id)
-        return [
+        plan = [
             partition_from_row({**row, "id": ids[row["ordinal"]]}, entry.context)
             for row, entry in zip(rows, entries, strict=True)
         ]
+        self._record(
+            events.PartitionPlanCreated(
+                step_execution_id=parent_id, partitions=tuple(plan), actor=self._actor
+            )
+        )
+        return plan
 
     @operation
     def step_partition_plan(self, step_execution_id: int) -> list[StepPartition]:
@@ -225,6 +232,7 @@ class PartitionOperations(UnitOfWorkBase):
             version=next_version(partition.version),
         )
         self._write_partition(row, assigned)
+        self._record(events.PartitionAssigned(partition=assigned, actor=self._actor))
         return assigned
 
     @operation
@@ -270,6 +278,7 @@ class PartitionOperations(UnitOfWorkBase):
             version=next_version(partition.version),
         )
         self._write_partition(row, completed)
+        self._record(events.PartitionCompleted(partition=completed, actor=self._actor))
         return completed
 
     @operation
@@ -320,7 +329,9 @@ class PartitionOperations(UnitOfWorkBase):
         # The runtime's aggregation is the parent's activity (contract §2.5.3).
         written = {**metadata_columns(metadata, version, now), "last_activity_at": now}
         self._update(models.StepExecution, parent_id, changed_columns(row, written))
-        return dataclasses.replace(parent.with_state(metadata, version, now), last_activity_at=now)
+        step = dataclasses.replace(parent.with_state(metadata, version, now), last_activity_at=now)
+        self._record(events.StepTransitioned(step=step, prior=parent.status, actor=self._actor))
+        return step
 
     @operation
     def restart_step_partition_plan(
@@ -388,7 +399,13 @@ class PartitionOperations(UnitOfWorkBase):
         new_rows = [self._carried_row(row, target["job_instance_id"], target_id) for row in rows]
         ids = insert_partitions(self._connection, new_rows)
         self._plans_created_here().add(target_id)
-        return [read_partition({**row, "id": ids[row["ordinal"]]}) for row in new_rows]
+        plan = [read_partition({**row, "id": ids[row["ordinal"]]}) for row in new_rows]
+        self._record(
+            events.PartitionPlanRestarted(
+                step_execution_id=target_id, partitions=tuple(plan), actor=self._actor
+            )
+        )
+        return plan
 
     # -- helpers -------------------------------------------------------------------
 

@@ -8,11 +8,13 @@ until ``commit()`` succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
+from oxide_batch.domain import events
 from oxide_batch.domain.definitions import DefinitionRegistration, JobDefinition, UpgradeEdge
 from oxide_batch.domain.descriptor import RepositoryDescriptor
 from oxide_batch.domain.evidence import (
@@ -51,6 +53,43 @@ from oxide_batch.domain.state import StateEnvelope
 if TYPE_CHECKING:
     from oxide_batch.repository.steps import StepState
 
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class OperationKind:
+    """What an operation of the port is: a mutation, with the facts it records
+    (``domain/events.py``: one at least on success), or a read (none)."""
+
+    records: tuple[type[events.Event], ...] = ()
+
+    @property
+    def mutates(self) -> bool:
+        return bool(self.records)
+
+
+# Every repository operation by name: what the observer counts and labels
+# (``metrics.operation_values``) and what ``tests/repository/test_events_recorded.py``
+# drives, one by one.
+OPERATIONS: Final[dict[str, OperationKind]] = {}
+
+
+def mutation(*records: type[events.Event]) -> Callable[[M], M]:
+    """Mark a mutating operation with the facts it may record."""
+    assert records, "a mutation records what it did"
+
+    def mark(method: M) -> M:
+        OPERATIONS[method.__name__] = OperationKind(records)
+        return method
+
+    return mark
+
+
+def read(method: M) -> M:
+    """Mark an operation that only reads (it records nothing)."""
+    OPERATIONS[method.__name__] = OperationKind()
+    return method
+
 
 class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     """One transaction; leaving the ``with`` block without ``commit()`` rolls back."""
@@ -59,17 +98,25 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def rollback(self) -> None: ...
     def write_control(self, job_execution_id: int) -> WriteControl | None: ...
 
+    @mutation(events.InstanceCreated)
     def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection: ...
+    @read
     def find_job_instance(self, key: JobInstanceKey) -> JobInstance | None: ...
+    @read
     def get_job_instance(self, job_instance_id: int) -> JobInstance: ...
+    @mutation(events.ExecutionLaunched)
     def create_job_execution(
         self, job_instance_id: int, *, definition_digest: str | None = None
     ) -> JobExecution: ...
+    @mutation(events.InstanceCreated, events.ExecutionLaunched, events.ExecutionTransitioned)
     def launch_job_execution(
         self, key: JobInstanceKey, owner_token: bytes, *, definition_digest: str | None = None
     ) -> Launch: ...
+    @read
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
+    @read
     def job_executions(self, job_instance_id: int) -> list[JobExecution]: ...
+    @mutation(events.ExecutionTransitioned)
     def transition_job_execution(
         self,
         job_execution_id: int,
@@ -80,9 +127,11 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         by_operator: bool = False,
         exit_code: str | None = None,
     ) -> JobExecution: ...
+    @mutation(events.ExecutionExitCodeRecorded)
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str
     ) -> JobExecution: ...
+    @mutation(events.ExecutionTransitioned, events.RecoveryApplied)
     def recover_job_execution(
         self,
         job_execution_id: int,
@@ -90,33 +139,43 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         *,
         operator_user_id: int | None = None,
     ) -> RecoveryResult: ...
+    @read
     def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None: ...
 
+    @mutation(events.StopRequested)
     def request_execution_stop(
         self, job_execution_id: int, expected_version: int, actor: str
     ) -> StopResult: ...
+    @mutation(events.ExecutionClaimed)
     def claim_execution_owner(
         self, job_execution_id: int, expected_version: int, owner_token: bytes
     ) -> ExecutionView: ...
+    @mutation(events.ControlObserved, events.ExecutionTransitioned)
     def observe_execution_control(
         self, job_execution_id: int, owner_token: bytes
     ) -> ExecutionControl: ...
+    @read
     def recovery_evidence(
         self, job_execution_id: int, *, lock: bool = False
     ) -> RecoveryEvidence: ...
+    @read
     def recovery_evidence_many(
         self, job_execution_ids: Sequence[int]
     ) -> dict[int, RecoveryEvidence]: ...
 
+    @read
     def find_operator_request(
         self, action: OperatorAction, operation_id: str
     ) -> OperatorRecord | None: ...
+    @mutation(events.OperatorRequestRecorded)
     def append_operator_request(self, draft: OperatorRecordDraft) -> OperatorRecord | None: ...
     def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None: ...
+    @mutation(events.AdminHistoryRecorded)
     def record_admin_history(
         self, *, actor: str, user_id: int | None, target: str, object_id: int, message: str
     ) -> bool: ...
 
+    @mutation(events.StepCreated, events.StepTransitioned)
     def create_step_execution(
         self,
         job_execution_id: int,
@@ -126,8 +185,11 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         allow_start_if_complete: bool = False,
         started: bool = False,
     ) -> StepExecution: ...
+    @read
     def get_step_execution(self, step_execution_id: int) -> StepExecution: ...
+    @read
     def step_executions(self, job_execution_id: int) -> list[StepExecution]: ...
+    @mutation(events.StepTransitioned)
     def transition_step_execution(
         self,
         step_execution_id: int,
@@ -136,9 +198,11 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         *,
         exit_code: str | None = None,
     ) -> StepExecution: ...
+    @mutation(events.StepExitCodeRecorded)
     def enrich_step_exit_status(
         self, step_execution_id: int, expected_version: int, exit_code: str
     ) -> StepExecution: ...
+    @mutation(events.ChunkCommitted, events.StepTransitioned)
     def commit_chunk(
         self,
         step_execution_id: int,
@@ -150,15 +214,20 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         finish: LifecycleTransition | None = None,
         exit_code: str | None = None,
     ) -> StepExecution: ...
+    @read
     def step_state(self, step_execution_id: int) -> StepState: ...
     def created_step_state(self, step_execution_id: int) -> StepState | None: ...
 
+    @mutation(events.DefinitionRegistered)
     def register_definition(
         self, job_name: str, revision: str, manifest: Any
     ) -> DefinitionRegistration: ...
+    @read
     def get_definition(self, digest: str, *, job_name: str | None = None) -> JobDefinition: ...
+    @mutation(events.DefinitionUpgradeRegistered)
     def register_definition_upgrade(self, edge: UpgradeEdge) -> bool: ...
 
+    @mutation(events.StepCreated, events.StepTransitioned)
     def create_flow_step_execution(
         self,
         job_execution_id: int,
@@ -169,8 +238,11 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         allow_start_if_complete: bool = False,
         started: bool = False,
     ) -> StepExecution: ...
+    @read
     def latest_flow_step(self, job_instance_id: int, node_id: str) -> StepExecution | None: ...
+    @mutation(events.FlowDecisionAppended)
     def append_flow_decision(self, request: FlowDecisionRequest) -> FlowDecision: ...
+    @read
     def find_reusable_flow_decision(
         self,
         job_instance_id: int,
@@ -179,42 +251,59 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         input_digest: str,
         kind: FlowTransitionKind,
     ) -> FlowDecision | None: ...
+    @read
     def flow_decisions(self, job_execution_id: int) -> list[FlowDecision]: ...
 
+    @mutation(events.PartitionPlanCreated)
     def create_step_partition_plan(
         self, step_execution_id: int, entries: Sequence[PartitionPlanEntry]
     ) -> list[StepPartition]: ...
+    @read
     def step_partition_plan(self, step_execution_id: int) -> list[StepPartition]: ...
+    @mutation(events.PartitionAssigned)
     def assign_step_partition(
         self, partition_id: int, expected_version: int, worker_step_execution_id: int
     ) -> StepPartition: ...
+    @mutation(events.PartitionCompleted)
     def complete_step_partition(
         self, partition_id: int, expected_version: int, worker_step_execution_id: int
     ) -> StepPartition: ...
+    @mutation(events.StepTransitioned)
     def aggregate_step_partitions(
         self, step_execution_id: int, expected_version: int
     ) -> StepExecution: ...
+    @mutation(events.PartitionPlanRestarted)
     def restart_step_partition_plan(
         self, source_step_execution_id: int | None, target_step_execution_id: int
     ) -> list[StepPartition]: ...
 
     def now(self) -> datetime: ...
 
+    @read
     def job_instance_hold(self, job_instance_id: int) -> RetentionHold | None: ...
+    @mutation(events.HoldPlaced)
     def place_instance_hold(
         self, job_instance_id: int, actor: AuditedActor, reason_code: str
     ) -> RetentionHold: ...
+    @mutation(events.HoldReleased)
     def release_instance_hold(self, job_instance_id: int) -> RetentionHold | None: ...
+    @read
     def find_retention_record(
         self, action: RetentionAction, operation_id: str
     ) -> RetentionRecord | None: ...
+    @read
     def find_retention_records(
         self, action: RetentionAction, operation_ids: Sequence[str]
     ) -> dict[str, RetentionRecord]: ...
+    @mutation(events.RetentionRecorded)
     def append_retention_record(self, draft: RetentionRecordDraft) -> RetentionRecord | None: ...
+    @read
     def purge_survey(self, criteria: PurgeCriteria, *, min_age: timedelta) -> PurgePlan: ...
+    @mutation(events.PurgeApplied)
     def apply_purge(self, plan: PurgePlan, *, min_age: timedelta) -> PurgeCounts: ...
+    @mutation(events.AuditPruned)
     def prune_audit(self, before: datetime, *, limit: int) -> dict[str, int]: ...
+    @read
     def count_prunable_audit(self, before: datetime) -> dict[str, int]: ...
 
 

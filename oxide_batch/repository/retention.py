@@ -17,6 +17,7 @@ from django.db import models as django_models
 from django.db.models import Exists, OuterRef, Q
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
 from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
@@ -145,7 +146,9 @@ class RetentionOperations(UnitOfWorkBase):
         )
         if updated == 0:
             raise JobInstanceNotFound(id=pk)
-        return RetentionHold(pk, actor.reference, reason_code, now, actor.user_id)
+        hold = RetentionHold(pk, actor.reference, reason_code, now, actor.user_id)
+        self._record(events.HoldPlaced(hold=hold, actor=events.Actor("operator", actor.user_id)))
+        return hold
 
     @operation
     def release_instance_hold(self, job_instance_id: int) -> RetentionHold | None:
@@ -167,6 +170,9 @@ class RetentionOperations(UnitOfWorkBase):
                     "hold_placed_at": None,
                 },
             )
+        self._record(
+            events.HoldReleased(job_instance_id=pk, hold=previous, actor=events.Actor("operator"))
+        )
         return previous
 
     # -- retention audit ---------------------------------------------------------
@@ -224,7 +230,13 @@ class RetentionOperations(UnitOfWorkBase):
         )
         if new_id is None:
             return None
-        return RetentionRecord(**{**vars(draft), "id": new_id, "applied_at": now})
+        record = RetentionRecord(**{**vars(draft), "id": new_id, "applied_at": now})
+        self._record(
+            events.RetentionRecorded(
+                record=record, actor=events.Actor("operator", draft.actor_user_id)
+            )
+        )
+        return record
 
     # -- purge ---------------------------------------------------------------------
 
@@ -383,6 +395,7 @@ class RetentionOperations(UnitOfWorkBase):
             raise RetentionPlanStale()
         plan.criteria.check_age(self.now(), min_age)
         if not plan.candidates:
+            self._record(events.PurgeApplied(counts=PurgeCounts()))
             return PurgeCounts()
         ids = sorted(plan.instance_ids)
         if stale_candidates(plan, self._lock_and_observe(plan, ids)):
@@ -393,7 +406,9 @@ class RetentionOperations(UnitOfWorkBase):
             )
             for kind, model in PURGE_ORDER
         }
-        return PurgeCounts(**deleted)
+        counts = PurgeCounts(**deleted)
+        self._record(events.PurgeApplied(counts=counts))
+        return counts
 
     def _lock_and_observe(self, plan: PurgePlan, ids: Sequence[int]) -> dict[int, InstanceState]:
         """Lock what the re-check reads, in the documented lock order: the
@@ -444,6 +459,7 @@ class RetentionOperations(UnitOfWorkBase):
                 .values("id")[:limit]
             )
             pruned[name] = manager.filter(id__in=oldest).prune()
+        self._record(events.AuditPruned(counts=tuple(pruned.items())))
         return pruned
 
     @operation

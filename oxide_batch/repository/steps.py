@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.domain import events
 from oxide_batch.domain.canonical import parse_strict
 from oxide_batch.domain.errors import (
     FaultStateCorrupt,
@@ -287,6 +288,11 @@ class StepOperations(UnitOfWorkBase):
             last_activity_at=now,
         )
         self._created_steps[new_id] = StepState(step, checkpoint, context)
+        self._record(events.StepCreated(step=step, actor=self._actor))
+        if started:
+            self._record(
+                events.StepTransitioned(step=step, prior=BatchStatus.STARTING, actor=self._actor)
+            )
         return step
 
     def created_step_state(self, step_execution_id: int) -> StepState | None:
@@ -344,8 +350,19 @@ class StepOperations(UnitOfWorkBase):
                 exit_code,
             ),
             extra,
+            facts=self._chunk_facts,
             activity=True,
         )
+
+    def _chunk_facts(self, prior: StepExecution, step: StepExecution) -> list[events.Event]:
+        """The chunk, at the version the row ends at; a finishing chunk also
+        the step's end (contract §4.2)."""
+        facts: list[events.Event] = [
+            events.ChunkCommitted(step=step, version=step.version, actor=self._actor)
+        ]
+        if step.status is not prior.status:
+            facts.append(events.StepTransitioned(step=step, prior=prior.status, actor=self._actor))
+        return facts
 
     @operation
     def step_state(self, step_execution_id: int) -> StepState:
@@ -404,6 +421,9 @@ class StepOperations(UnitOfWorkBase):
             lambda current, now: fenced_transition_with_exit(
                 current, expected_version, transition.stamped(now), exit_code, runtime_job=False
             ),
+            facts=lambda prior, step: (
+                events.StepTransitioned(step=step, prior=prior.status, actor=self._actor),
+            ),
             activity=True,
         )
 
@@ -419,5 +439,6 @@ class StepOperations(UnitOfWorkBase):
             step_execution_from_row,
             lambda pk: StepExecutionNotFound(id=pk),
             lambda current, now: fenced_enrich(current, expected_version, exit_code),
+            facts=lambda _, step: (events.StepExitCodeRecorded(step=step, actor=self._actor),),
             activity=True,
         )

@@ -16,9 +16,10 @@ from __future__ import annotations
 import enum
 import functools
 import hmac
+import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
@@ -32,6 +33,7 @@ from oxide_batch.domain.errors import (
     RepositoryError,
     VersionAhead,
 )
+from oxide_batch.domain.events import SERVICE, Actor, Event
 from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.fused import WriteControl
@@ -71,6 +73,16 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
     """
 
     name = method.__name__
+    # The row an operation works on is its first argument when that is an id
+    # (``job_execution_id``, ``step_execution_id``, …): a refusal names it.
+    first = next(iter(list(inspect.signature(method).parameters)[1:2]), None)
+    target = first if first in hooks.TARGET_IDS else None
+
+    def aimed(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, int] | None:
+        if target is None:
+            return None
+        value = args[0] if args else kwargs.get(target)
+        return (target, value) if type(value) is int else None
 
     @functools.wraps(method)
     def wrapper(self: U, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -80,21 +92,22 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
         started = time.perf_counter()
         self._operations += 1
         self._depth += 1
+        self._recorded = []
         try:
             result = method(self, *args, **kwargs)
         except DatabaseError as error:
             mapped = translate(error)
             self._poison(mapped)
-            self._observe(name, started, args, kwargs, error=mapped or error)
+            self._observe(name, started, aimed(args, kwargs), error=mapped or error)
             if mapped is None:
                 raise
             raise mapped from error
         except OxideBatchError as error:
-            self._observe(name, started, args, kwargs, error=error)
+            self._observe(name, started, aimed(args, kwargs), error=error)
             raise
         finally:
             self._depth -= 1
-        self._observe(name, started, args, kwargs, result=result)
+        self._observe(name, started, aimed(args, kwargs))
         return result
 
     return wrapper
@@ -149,6 +162,8 @@ class UnitOfWorkBase:
         self._created_steps: dict[int, Any] = {}
         # What a failed COMMIT loses: the successful operations, as observed.
         self._observed: list[hooks.OperationEvent] = []
+        # The facts the running operation made true (:meth:`_record`).
+        self._recorded: list[Event] = []
 
     # -- transaction boundary ---------------------------------------------------
 
@@ -265,10 +280,8 @@ class UnitOfWorkBase:
         self,
         name: str,
         started: float,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
+        target: tuple[str, int] | None,
         *,
-        result: Any = None,
         error: BaseException | None = None,
     ) -> None:
         outcome = "ok" if error is None else getattr(error, "code", "database_error")
@@ -277,11 +290,12 @@ class UnitOfWorkBase:
             outcome=outcome,
             seconds=time.perf_counter() - started,
             using=self._using,
-            args=args,
-            kwargs=kwargs,
-            result=result,
+            target=target,
+            # A refused operation made nothing true (its work rolls back).
+            events=tuple(self._recorded) if error is None else (),
             error=error,
         )
+        self._recorded = []
         if error is None:
             self._observed.append(event)
         hooks.notify(event)
@@ -305,6 +319,16 @@ class UnitOfWorkBase:
         transaction.set_rollback(True, using=self._using)
 
     # -- helpers for operations --------------------------------------------------
+
+    def _record(self, *events: Event) -> None:
+        """What the running operation made true, from the rows it locked and wrote."""
+        self._recorded.extend(events)
+
+    @property
+    def _actor(self) -> Actor:
+        """Who this work writes for: its runtime user, else an in-process caller."""
+        user = self._runtime_user_id
+        return SERVICE if user is None else Actor("runtime", user)
 
     def now(self) -> datetime:
         """The repository clock (millisecond precision)."""
@@ -493,6 +517,7 @@ class UnitOfWorkBase:
         change: Callable[[E, datetime], tuple[ExecutionMetadata, int]],
         extra_columns: Mapping[str, Any] | None = None,
         *,
+        facts: Callable[[E, E], Iterable[Event]],
         activity: bool = False,
         execution: bool = False,
     ) -> E:
@@ -504,7 +529,8 @@ class UnitOfWorkBase:
         ``execution``: the row is a job execution, locked with its extras and kept
         as its image — a move to FAILED records ``failed_at`` once —; otherwise a
         step, locked with its execution's claimant. Either way the claimant is
-        checked first (:meth:`_check_claimant`), before any rule.
+        checked first (:meth:`_check_claimant`), before any rule. ``facts`` names
+        what the write made true from the row as locked and as written.
         """
         with self._connection.cursor() as cursor:
             if execution:
@@ -537,6 +563,7 @@ class UnitOfWorkBase:
         if activity and not execution:
             # A step's own activity (its fresh copy: ``with_state`` made it).
             object.__setattr__(changed, "last_activity_at", now)
+        self._record(*facts(current, changed))
         return changed
 
     def _insert_unless_conflict(

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from oxide_batch.conf import batch_settings
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     InvalidCharacters,
@@ -52,8 +53,7 @@ from oxide_batch.domain.recovery import (
     validate_override_note,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
-from oxide_batch.observability import reporting
-from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork
+from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork, hooks
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
@@ -151,7 +151,7 @@ class OperatorService:
         with self.repository.begin() as uow:
             evidence = uow.recovery_evidence(execution_id)
             proposal = self._propose(evidence, uow.now())
-        reporting.recovery_proposed(proposal)
+        hooks.report(events.RecoveryProposed(proposal=proposal))
         return proposal
 
     def propose_many(self, execution_ids: Sequence[int]) -> dict[int, RecoveryProposal]:
@@ -165,7 +165,7 @@ class OperatorService:
             now = uow.now()
         proposals = {pk: self._propose(evidence, now) for pk, evidence in evidences.items()}
         for proposal in proposals.values():
-            reporting.recovery_proposed(proposal)
+            hooks.report(events.RecoveryProposed(proposal=proposal))
         return proposals
 
     # -- actions ----------------------------------------------------------------------
@@ -404,7 +404,7 @@ class OperatorService:
                 raise OperationIdConflict(
                     action=request.action.value, operation_id=request.operation_id
                 )
-            reporting.operator_replayed(record)
+            hooks.report(events.OperatorRequestReplayed(record=record))
             if record.outcome is RecordOutcome.REJECTED:
                 assert record.rejection_code is not None
                 error = rebuild_error(record.rejection_code, record.rejection_details or {})

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from oxide_batch.conf import batch_settings
+from oxide_batch.domain import events
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     OperationIdConflict,
@@ -42,8 +43,7 @@ from oxide_batch.domain.retention import (
     purge_statuses,
 )
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.observability import reporting
-from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWork
+from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWork, hooks
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
@@ -257,7 +257,13 @@ class RetentionService:
         )
 
         def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, None]:
-            counts = uow.apply_purge(plan, min_age=self.min_age)
+            try:
+                counts = uow.apply_purge(plan, min_age=self.min_age)
+            except Exception as error:
+                code = getattr(error, "code", "database_error")
+                failed = events.PurgeBatchFailed(outcome=code, candidates=len(plan.candidates))
+                hooks.report(failed)
+                raise
             return dataclasses.replace(draft, changed=counts.total > 0, counts=counts), None
 
         return self._audited(draft, act, also_replays=legacy)
@@ -404,7 +410,7 @@ class RetentionService:
             raise OperationIdConflict(
                 action=recorded.action.value, operation_id=recorded.operation_id
             )
-        reporting.retention_replayed(recorded)
+        hooks.report(events.RetentionRequestReplayed(record=recorded))
         if recorded.outcome is RecordOutcome.REJECTED:
             assert recorded.rejection_code is not None
             error = rebuild_error(recorded.rejection_code, recorded.rejection_details or {})
@@ -530,7 +536,7 @@ class PurgeRun:
                     break
                 self._check_same_run(record)
                 if record.outcome is RecordOutcome.APPLIED:
-                    reporting.retention_replayed(record)
+                    hooks.report(events.RetentionRequestReplayed(record=record))
                     replayed = RetentionResult(
                         Outcome.REPLAYED, record.changed, batch_id, record, None, record.counts
                     )

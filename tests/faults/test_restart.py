@@ -36,6 +36,7 @@ from oxide_batch.client import RuntimeClient
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.errors import Unavailable
+from oxide_batch.domain.events import PurgeApplied
 from oxide_batch.domain.retention import format_instant
 from oxide_batch.management.commands import purge_batch_metadata
 from oxide_batch.management.commands._cli import release_idle_connections
@@ -385,7 +386,9 @@ def test_a_batch_cut_off_by_a_shutdown_deletes_nothing_and_a_rerun_resumes(
     def shut_down_inside_batch_two(event: hooks.OperationEvent) -> None:
         # After batch 2's deletes ran, before its audit row and COMMIT.
         if event.operation == "apply_purge" and event.outcome == "ok":
-            applied.append(event.result.job_instances)
+            [purged] = event.events
+            assert isinstance(purged, PurgeApplied)
+            applied.append(purged.counts.job_instances)
             if len(applied) == 2:
                 cluster.stop()
 

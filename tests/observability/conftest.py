@@ -17,7 +17,6 @@ from rest_framework.test import APIClient
 from oxide_batch import models
 from oxide_batch.observability import metrics
 from oxide_batch.observability.events import EVENT_LOGGER, JsonFormatter
-from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository.schema import SUPPORTED_SCHEMA_VERSION
 from tests.helpers import api_token
 
@@ -85,13 +84,11 @@ def events() -> Iterator[Events]:
 
 @pytest.fixture
 def fresh_metrics() -> Iterator[None]:
-    """Start from empty counters, empty gauges and an empty status memory."""
+    """Start from empty counters and empty gauges."""
     metrics.reset()
-    OBSERVER.memory.clear()
     yield
     metrics.reset()
     metrics.GAUGES.now = None
-    OBSERVER.memory.clear()
 
 
 @pytest.fixture

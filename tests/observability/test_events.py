@@ -19,7 +19,7 @@ from oxide_batch.domain import (
     ParameterType,
     RecoveryDisposition,
 )
-from oxide_batch.domain.errors import ConcurrentModification, StaleVersion
+from oxide_batch.domain.errors import ConcurrentModification, RetentionPlanStale, StaleVersion
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.observability import events as catalogue
 from oxide_batch.observability import metrics
@@ -229,7 +229,8 @@ def test_a_stop_request_and_its_observation(repo, clock, events, fresh_metrics, 
     execution = move(repo, execution, S.STARTED, clock=clock)
     events.clear()
     operator.stop(execution.id, expected_version=1, actor=ALICE, operation_id="stop-1")
-    OBSERVER.memory.clear()  # as if another worker process had served the stop
+    # The prior status comes from the row each write locked: nothing this
+    # process remembers (another worker process may have served the move).
     for token in (OWNER, OWNER, bytes(16)):
         clock.advance(timedelta(seconds=1))
         with repo.begin() as uow:
@@ -246,7 +247,7 @@ def test_a_stop_request_and_its_observation(repo, clock, events, fresh_metrics, 
     assert_catalogued(events)
     requested, _, stopping, *_ = events.all
     assert (requested["changed"], requested["outcome"]) == (True, "applied")
-    assert (stopping["from_status"], stopping["to_status"]) == (None, "STOPPING")
+    assert (stopping["from_status"], stopping["to_status"]) == ("STARTED", "STOPPING")
     assert events.all[-1]["owner_matches"] is False
     assert OWNER.hex() not in "".join(events.lines)
     samples = {
@@ -254,7 +255,7 @@ def test_a_stop_request_and_its_observation(repo, clock, events, fresh_metrics, 
         for s in metrics.TRANSITIONS.collect()[0].samples
         if s.name.endswith("_total")
     }
-    assert samples == {("STARTING", "STARTED"): 1, ("unobserved", "STOPPING"): 1}
+    assert samples == {("STARTING", "STARTED"): 1, ("STARTED", "STOPPING"): 1}
 
 
 @pytest.mark.django_db
@@ -275,8 +276,7 @@ def test_a_conflict_is_said_at_once_with_its_target(repo, events, fresh_metrics)
             outcome="concurrent_modification",
             seconds=0.01,
             using="default",
-            args=(42, 3),
-            kwargs={},
+            target=("step_execution_id", 42),
             error=ConcurrentModification(),
         )
     )
@@ -339,3 +339,39 @@ def test_the_short_forms_say_what_the_separate_writes_say(repo, clock, events, f
         ("STARTED", "COMPLETED"),
     ]
     assert_catalogued(events)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_purge_batch_is_reported_failed_at_once(
+    repo, clock, events, fresh_metrics, schema_row, settings
+):
+    """The retention service reports the failed batch (``hooks.report``): the
+    event and the purge alert's counter, with the plan's candidates."""
+    settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(0)
+    retention = RetentionService(repo)
+    execution = move(repo, move(repo, launch(repo), S.STARTED, clock=clock), S.COMPLETED)
+    clock.advance(timedelta(minutes=1))
+    plan = retention.survey(cutoff=clock.now())
+    assert plan.instance_ids == [execution.job_instance_id]
+    retention.place_hold(
+        execution.job_instance_id, actor=ALICE, reason_code="LEGAL", operation_id="hold-9"
+    )
+    events.clear()
+    with pytest.raises(RetentionPlanStale):
+        retention.apply(plan, actor=ALICE, operation_id="purge-9")
+    [failed] = events.named("purge.batch_failed")
+    assert (failed["outcome"], failed["candidates"]) == ("retention_plan_stale", 1)
+    # Its REJECTED audit row is said as a rejection, never as an applied batch.
+    assert events.names() == ["purge.batch_failed", "operator.request.rejected"]
+    rejected = events.all[-1]
+    assert (rejected["recorded_outcome"], rejected["rejection_code"]) == (
+        "REJECTED",
+        "retention_plan_stale",
+    )
+    samples = {
+        s.labels["outcome"]: s.value
+        for s in metrics.PURGE_BATCHES.collect()[0].samples
+        if s.name.endswith("_total")
+    }
+    assert samples.get("conflict") == 1
+    assert samples.get("applied", 0) == 0

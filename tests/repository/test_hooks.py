@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oxide_batch.domain import BatchStatus, LifecycleTransition
+from oxide_batch.domain import BatchStatus, LifecycleTransition, events
 from oxide_batch.domain.errors import VersionAhead
 from oxide_batch.repository import hooks
 from tests.helpers import key, launch
@@ -32,7 +32,14 @@ def test_every_operation_is_observed_once_with_its_outcome(repo, seen):
         ("create_job_execution", "ok"),
         ("transition_job_execution", "version_ahead"),
     ]
-    assert seen[1].result == execution
+    # What each made true, from the rows it wrote; a refused operation, nothing.
+    assert [type(fact) for event in seen for fact in event.events] == [
+        events.InstanceCreated,
+        events.ExecutionLaunched,
+    ]
+    assert seen[1].events[0].execution == execution
+    assert seen[2].events == ()
+    assert seen[2].target == ("job_execution_id", execution.id)
     assert all(event.seconds >= 0 for event in seen)
 
 
