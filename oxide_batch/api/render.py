@@ -86,7 +86,7 @@ def control_data(control: WriteControl) -> dict[str, Any]:
     }
 
 
-def _with_control(data: dict[str, Any], control: WriteControl | None) -> dict[str, Any]:
+def with_control(data: dict[str, Any], control: WriteControl | None) -> dict[str, Any]:
     # Only a write that carried an owner token answers with ``control``: the
     # answers of the writes that carry none stay as they were (decision 160).
     if control is not None and control.owner_matches is not None:
@@ -96,12 +96,12 @@ def _with_control(data: dict[str, Any], control: WriteControl | None) -> dict[st
 
 def execution_write_data(record: ExecutionRecord, control: WriteControl | None) -> dict[str, Any]:
     """``ExecutionOutput`` of a runtime write: with ``control`` when it carried a token."""
-    return _with_control(execution_data(record), control)
+    return with_control(execution_data(record), control)
 
 
 def step_write_data(step: StepExecution, control: WriteControl | None) -> dict[str, Any]:
     """``StepOutput`` of a runtime write: with ``control`` when it carried a token."""
-    return _with_control(step_data(step), control)
+    return with_control(step_data(step), control)
 
 
 def step_create_data(

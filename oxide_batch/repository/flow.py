@@ -283,6 +283,9 @@ class FlowOperations(StepOperations):
                 "job_instance_id",
                 "status",
                 "owner_user_id",
+                "owner_token",
+                "stop_requested_at",
+                "recovery_decision_id",
                 "definition__manifest",
                 "definition__manifest_digest",
                 "definition__manifest_format",
@@ -291,7 +294,7 @@ class FlowOperations(StepOperations):
         )
         if execution is None:
             raise JobExecutionNotFound(id=pk)
-        self._check_claimant(pk, execution["owner_user_id"])
+        self._claimed_by(pk, execution)
         status = BatchStatus(execution["status"])
         if not status.is_active:
             # A finished (or recovered) execution's flow is history: no late decision.

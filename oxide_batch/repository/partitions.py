@@ -98,6 +98,15 @@ COMPLETION_PARENT_STATUSES = frozenset({S.STARTED, S.STOPPING})
 RESTARTABLE_JOB_STATUSES = frozenset({S.STOPPED, S.FAILED})
 
 
+# The execution's columns a write under it checks and answers with, joined
+# into a step's row (``UnitOfWorkBase._claimed_by``).
+JOINED = "job_execution__"
+EXECUTION_CONTROL = tuple(
+    JOINED + column
+    for column in ("owner_user_id", "owner_token", "stop_requested_at", "recovery_decision_id")
+)
+
+
 class PartitionOperations(UnitOfWorkBase):
     """Partition plans, worker assignment, completion, aggregation and restart.
 
@@ -138,13 +147,13 @@ class PartitionOperations(UnitOfWorkBase):
                 "job_instance_id",
                 "job_execution_id",
                 "job_execution__status",
-                "job_execution__owner_user_id",
+                *EXECUTION_CONTROL,
             )
             .first()
         )
         if parent is None:
             raise StepExecutionNotFound(id=parent_id)
-        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
+        self._claimed_by(parent["job_execution_id"], parent, JOINED)
         status = BatchStatus(parent["status"])
         if status not in PLAN_PARENT_STATUSES:
             raise PartitionParentNotActive(step_execution_id=parent_id, status=status)
@@ -205,7 +214,7 @@ class PartitionOperations(UnitOfWorkBase):
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
         parent, worker = self._lock_parent_and_worker(pk, worker_id)
-        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
+        self._claimed_by(parent["job_execution_id"], parent, JOINED)
         if parent["id"] in self._plans_created_here():
             raise PartitionPlanNotCommitted(step_execution_id=parent["id"])
         self._require_parent(parent, frozenset({S.STARTED}))
@@ -253,7 +262,7 @@ class PartitionOperations(UnitOfWorkBase):
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
         parent, worker = self._lock_parent_and_worker(pk, worker_id)
-        self._check_claimant(parent["job_execution_id"], parent["job_execution__owner_user_id"])
+        self._claimed_by(parent["job_execution_id"], parent, JOINED)
         self._require_parent(parent, COMPLETION_PARENT_STATUSES)
         row, partition = self._lock_partition(pk)
         validate_expected_version(expected_version, partition.version)
@@ -304,7 +313,7 @@ class PartitionOperations(UnitOfWorkBase):
         row = self._lock_step(parent_id, STEP_EXECUTION_COLUMNS)
         if row is None:
             raise StepExecutionNotFound(id=parent_id)
-        self._check_claimant(row["job_execution_id"], row["job_execution__owner_user_id"])
+        self._claimed_by(row["job_execution_id"], row, JOINED)
         parent = step_execution_from_row(row)
         refuse_fenced(parent, expected_version)  # a recovered parent takes no aggregate
         partitions = [partition_from_row(p) for p in self._lock_plan_in_key_order(parent_id)]
@@ -368,7 +377,7 @@ class PartitionOperations(UnitOfWorkBase):
         source_job = self._lock_job_execution_of(source_id)
         steps = self._lock_steps(source_id, target_id)
         source, target = steps[source_id], steps[target_id]
-        self._check_claimant(target["job_execution_id"], target["job_execution__owner_user_id"])
+        self._claimed_by(target["job_execution_id"], target, JOINED)
         if (source["node_id"], source["job_instance_id"]) != (
             target["node_id"],
             target["job_instance_id"],
@@ -459,7 +468,7 @@ class PartitionOperations(UnitOfWorkBase):
             .filter(Q(pk=parent_of) | Q(pk=worker_id))
             .annotate(parent_of=parent_of)
             .order_by("id")
-            .values(*STEP_LOCK_COLUMNS, "parent_of", "job_execution__owner_user_id")
+            .values(*STEP_LOCK_COLUMNS, "parent_of", *EXECUTION_CONTROL)
         )
         parent = worker = None
         for row in rows:
@@ -575,7 +584,7 @@ class PartitionOperations(UnitOfWorkBase):
                 "job_instance_id",
                 "job_execution_id",
                 "step_name",
-                "job_execution__owner_user_id",
+                *EXECUTION_CONTROL,
             )
         )
         found: dict[int, Row] = {row["id"]: row for row in rows}

@@ -160,13 +160,7 @@ class StepOperations(UnitOfWorkBase):
         )
         if parent is None:
             raise JobExecutionNotFound(id=parent_id)
-        self._check_claimant(parent_id, parent["owner_user_id"], parent["owner_token"])
-        self._remember_control(
-            parent_id,
-            parent["owner_token"],
-            parent["stop_requested_at"],
-            parent["recovery_decision_id"],
-        )
+        self._claimed_by(parent_id, parent)
         status = BatchStatus(parent["status"])
         if status not in STEP_PARENT_STATUSES:
             raise InvalidState(id=parent_id, status=status, hint=STEP_PARENT_HINT)

@@ -393,6 +393,21 @@ class UnitOfWorkBase:
             )
         return row
 
+    def _claimed_by(self, job_execution_id: int, row: Mapping[str, Any], prefix: str = "") -> None:
+        """A write under ``job_execution_id``: check its claimant and recorded
+        owner token (:meth:`_check_claimant`) from ``row`` — the execution's
+        columns, named ``prefix`` + column when joined into another row — and
+        keep them for the write's answer (:meth:`write_control`)."""
+        token = row[f"{prefix}owner_token"]
+        self._execution_in_hand = job_execution_id
+        self._check_claimant(job_execution_id, row[f"{prefix}owner_user_id"], token)
+        self._remember_control(
+            job_execution_id,
+            token,
+            row[f"{prefix}stop_requested_at"],
+            row[f"{prefix}recovery_decision_id"],
+        )
+
     def _remember_control(
         self,
         job_execution_id: int,
@@ -403,12 +418,16 @@ class UnitOfWorkBase:
         token = None if owner_token is None else bytes(owner_token)
         self._control_rows[job_execution_id] = (token, stop_requested_at, recovery_decision_id)
 
-    def write_control(self, job_execution_id: int) -> WriteControl | None:
+    def write_control(self, job_execution_id: int | None = None) -> WriteControl | None:
         """The control state of an execution as the rows this unit of work
         locked showed it (its own row, or a step's with the execution's columns
         joined), compared with the owner token the work carries — what a runtime
-        write answers with, no query added; ``None`` when nothing of it was read."""
-        found = self._control_rows.get(job_execution_id)
+        write answers with, no query added; ``None`` when nothing of it was read.
+        Without an id: the execution this work last locked a row of (a
+        partition's or a plan's, whose answer names no execution)."""
+        if job_execution_id is None:
+            job_execution_id = self._execution_in_hand
+        found = None if job_execution_id is None else self._control_rows.get(job_execution_id)
         if found is None:
             return None
         token, stop_requested_at, decision = found

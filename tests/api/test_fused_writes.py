@@ -112,3 +112,76 @@ def test_a_stop_request_shows_in_the_next_write_s_answer(rt: Runtime, operator: 
         f"steps/{step['id']}/checkpoint", {"expected_version": 1, "owner_token": TOKEN}, 200
     )
     assert answer["control"] == {"stop_requested": True, "owner_matches": True, "fenced": False}
+
+
+CONTROL = {"stop_requested": False, "owner_matches": True, "fenced": False}
+
+
+def test_every_partition_write_answers_with_control_and_refuses_another_token(
+    rt: Runtime, operator: Runtime
+) -> None:
+    """Plan, assign, complete and aggregate carry ``owner_token`` as every runtime
+    write does: the owner's gets ``control`` in the answer, another is
+    ``execution_owned`` with nothing written, none answers as before."""
+    execution = launch(rt)["execution"]
+    steps = f"executions/{execution['id']}/steps"
+    parent = rt.post(steps, {"step_name": "parent", "status": "STARTED"}, 201)
+    worker = rt.post(steps, {"step_name": "worker", "status": "STARTED"}, 201)
+    plan_body = {"entries": [{"key": "a"}]}
+    problem(
+        rt.post(f"steps/{parent['id']}/partitions", {**plan_body, "owner_token": OTHER}),
+        409,
+        "execution_owned",
+    )
+    plan = rt.post(f"steps/{parent['id']}/partitions", {**plan_body, "owner_token": TOKEN}, 201)
+    assert plan["control"] == CONTROL
+    [partition] = plan["partitions"]
+    assert "control" not in partition
+    cas = {"expected_version": 0, "worker_step_execution_id": worker["id"]}
+    problem(
+        rt.post(f"partitions/{partition['id']}/assign", {**cas, "owner_token": OTHER}),
+        409,
+        "execution_owned",
+    )
+    assigned = rt.post(f"partitions/{partition['id']}/assign", {**cas, "owner_token": TOKEN}, 200)
+    assert (assigned["version"], assigned["control"]) == (1, CONTROL)
+    rt.post(
+        f"steps/{worker['id']}/checkpoint",
+        {"expected_version": 1, "finish": "COMPLETED", "owner_token": TOKEN},
+        200,
+    )
+    operator.post(
+        f"executions/{execution['id']}/stop", {"expected_version": 1, "operation_id": "s-1"}, 200
+    )
+    completed = rt.post(
+        f"partitions/{partition['id']}/complete",
+        {"expected_version": 1, "worker_step_execution_id": worker["id"], "owner_token": TOKEN},
+        200,
+    )
+    assert completed["control"] == {**CONTROL, "stop_requested": True}
+    problem(
+        rt.post(f"steps/{parent['id']}/aggregate", {"expected_version": 1, "owner_token": OTHER}),
+        409,
+        "execution_owned",
+    )
+    aggregated = rt.post(
+        f"steps/{parent['id']}/aggregate", {"expected_version": 1, "owner_token": TOKEN}, 200
+    )
+    assert (aggregated["status"], aggregated["control"]["stop_requested"]) == ("COMPLETED", True)
+    # Without a token: the answers of before, no control.
+    assert "control" not in rt.get(f"steps/{parent['id']}")
+
+
+def test_a_flow_decision_answers_with_control_and_refuses_another_token(rt: Runtime) -> None:
+    from tests.api.test_flow import FLOW, decision
+
+    body = {"job_name": "flow_job", "revision": "v1", "manifest": FLOW}
+    digest = rt.post("definitions", body, 201)["digest"]
+    launched = rt.post(
+        "launches", {"job_name": "flow_job", "definition_digest": digest, "owner_token": TOKEN}, 201
+    )
+    step = rt.step(launched["execution"], "load")
+    url = f"executions/{launched['execution']['id']}/flow-decisions"
+    problem(rt.post(url, {**decision(step, digest), "owner_token": OTHER}), 409, "execution_owned")
+    appended = rt.post(url, {**decision(step, digest), "owner_token": TOKEN}, 201)
+    assert (appended["sequence"], appended["control"]) == (1, CONTROL)

@@ -157,9 +157,12 @@ def _properties(schema: dict[str, Any], name: str) -> set[str]:
 
 
 def test_representations_match_the_schema(schema: dict[str, Any]) -> None:
-    assert _properties(schema, "Execution") == EXECUTION_KEYS
-    assert _properties(schema, "Step") == STEP_KEYS
-    assert _properties(schema, "Partition") == PARTITION_KEYS | {"context"}
+    # ``control`` is answered by a runtime write that carried an owner token only.
+    assert _properties(schema, "Execution") == EXECUTION_KEYS | {"control"}
+    assert _properties(schema, "Step") == STEP_KEYS | {"control"}
+    assert _properties(schema, "Partition") == PARTITION_KEYS | {"context", "control"}
+    for name in ("Execution", "Step", "Partition", "Plan", "FlowDecision"):
+        assert "control" not in schema["components"]["schemas"][name].get("required", [])
     assert _properties(schema, "Problem") >= {"type", "title", "status", "code", "detail", "errors"}
     assert _properties(schema, "ExecutionPage") == {"next", "previous", "results"}
     status = schema["components"]["schemas"]["BatchStatusEnum"]["enum"]

@@ -61,6 +61,15 @@ class FailureInput(Input):
     failure_id = IdField()
 
 
+class CarriesOwnerToken(Input):
+    """A runtime write that may carry the owner token (its answer then has ``control``)."""
+
+    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+
+    def owner_token_value(self) -> bytes | None:
+        return carried_owner_token(self.validated_data)
+
+
 class TransitionInput(Input):
     expected_version = StrictIntegerField()
     status = EnumField(BatchStatus)
@@ -144,6 +153,9 @@ class DefinitionRefOutput(Output):
     digest = serializers.CharField()
 
 
+CONTROL_HELP = "The execution's control state; present when the write carried `owner_token`."
+
+
 class WriteControlOutput(Output):
     """The execution's control state a runtime write answers with (contract §4.2):
     the chunk boundary's observation of §9, no `control` call needed."""
@@ -220,6 +232,7 @@ class ExecutionOutput(Output):
         allow_null=True,
         help_text="The owner's lease while the execution is active and claimed; else null.",
     )
+    control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
 
 class ExecutionWriteOutput(ExecutionOutput):

@@ -17,6 +17,11 @@ from oxide_batch.api.fields import (
     NameField,
 )
 from oxide_batch.api.serializers.base import Input, K, Output, identifier, name
+from oxide_batch.api.serializers.executions import (
+    CONTROL_HELP,
+    CarriesOwnerToken,
+    WriteControlOutput,
+)
 from oxide_batch.api.shapes import FLOW_TARGET
 from oxide_batch.domain.flow import (
     FlowDecisionRequest,
@@ -32,7 +37,7 @@ class FlowTargetField(JSONObjectField):
     """A node or a terminal (``FlowTarget.from_json`` checks it)."""
 
 
-class FlowDecisionInput(Input):
+class FlowDecisionInput(CarriesOwnerToken):
     source_node_id = NameField(NameKind.NODE)
     source_step_execution_id = IdField(required=False, allow_null=True)
     kind = EnumField(FlowTransitionKind)
@@ -102,6 +107,7 @@ class FlowDecisionOutput(Output):
     input_digest = serializers.CharField()
     reused_decision_id = serializers.IntegerField(allow_null=True)
     decided_at = InstantField()
+    control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
 
 class FlowDecisionListOutput(Output):

@@ -16,7 +16,12 @@ from oxide_batch.api.fields import (
     StrictIntegerField,
 )
 from oxide_batch.api.serializers.base import Input, K, Output, envelope, identifier
-from oxide_batch.api.serializers.executions import CountsOutput
+from oxide_batch.api.serializers.executions import (
+    CONTROL_HELP,
+    CarriesOwnerToken,
+    CountsOutput,
+    WriteControlOutput,
+)
 from oxide_batch.api.serializers.steps import EnvelopeOutput
 from oxide_batch.domain.errors import EmptyPartitionPlan, PartitionPlanTooLarge
 from oxide_batch.domain.partitions import MAX_PARTITIONS, PartitionPlanEntry
@@ -35,7 +40,7 @@ class PartitionEntryInput(Input):
         return fields
 
 
-class PartitionPlanInput(Input):
+class PartitionPlanInput(CarriesOwnerToken):
     # min/max document the plan's size; the checks below raise the domain's own
     # errors first (empty_partition_plan, partition_plan_too_large: contract §4.6).
     entries = PartitionEntryInput(  # type: ignore[call-arg]  # DRF ≥ 3.15; not in the stubs
@@ -68,7 +73,7 @@ class PartitionPlanInput(Input):
         return found
 
 
-class PlanRestartInput(Input):
+class PlanRestartInput(CarriesOwnerToken):
     source_step_execution_id = IdField(
         required=False,
         help_text=(
@@ -84,7 +89,7 @@ class PlanRestartInput(Input):
         return identifier("source_step_execution_id", K.STEP_EXECUTION, source)
 
 
-class PartitionCasInput(Input):
+class PartitionCasInput(CarriesOwnerToken):
     expected_version = StrictIntegerField()
     worker_step_execution_id = IdField()
 
@@ -96,7 +101,7 @@ class PartitionCasInput(Input):
         return data["expected_version"], worker
 
 
-class AggregateInput(Input):
+class AggregateInput(CarriesOwnerToken):
     expected_version = StrictIntegerField()
 
     def to_domain(self) -> int:
@@ -114,6 +119,7 @@ class PartitionOutput(Output):
     counts = CountsOutput()
     version = serializers.IntegerField()
     worker_step_execution_id = serializers.IntegerField(allow_null=True)
+    control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
@@ -134,3 +140,4 @@ class PartitionOutput(Output):
 class PlanOutput(Output):
     step_execution_id = serializers.IntegerField()
     partitions = PartitionOutput(many=True, help_text="In partition key byte order.")
+    control = WriteControlOutput(required=False, help_text=CONTROL_HELP)

@@ -18,8 +18,10 @@ from oxide_batch.api.fields import (
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
 from oxide_batch.api.serializers.executions import (
     CARRIED_OWNER_HELP,
+    CONTROL_HELP,
     CountsOutput,
     FailureOutput,
+    WriteControlOutput,
     carried_owner_token,
     optional_exit_code,
 )
@@ -170,6 +172,7 @@ class StepOutput(Output):
         source="updated_at",
         help_text="The step's last write (transition, chunk commit); equals `updated_at`.",
     )
+    control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
 
 class CheckpointOutput(Output):

@@ -75,10 +75,12 @@ class FlowDecisionsView(BatchView):
     def post(self, request: Request, execution_id: int) -> Response:
         serializer = self.read(s.FlowDecisionInput, request.data)
         decision_request = serializer.request_for(execution_id)
-        with self.unit_of_work() as uow:
+        with self.unit_of_work(serializer.owner_token_value()) as uow:
             decision = uow.append_flow_decision(decision_request)
+            control = uow.write_control(execution_id)
             uow.commit()
-        return Response(s.FlowDecisionOutput(decision).data, status=http.HTTP_201_CREATED)
+        answer = render.with_control(dict(s.FlowDecisionOutput(decision).data), control)
+        return Response(answer, status=http.HTTP_201_CREATED)
 
 
 class ReusableFlowDecisionView(BatchView):

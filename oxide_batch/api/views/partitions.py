@@ -14,26 +14,34 @@ from oxide_batch.api.errors import at
 from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
+from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.partitions import StepPartition, key_bytes
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
-def partitions_data(request: Request, step_id: int, plan: list[StepPartition]) -> dict[str, Any]:
-    """The plan in partition-key byte order (contract §2.4.1), contexts only for payload readers."""
+def partitions_data(
+    request: Request,
+    step_id: int,
+    plan: list[StepPartition],
+    control: WriteControl | None = None,
+) -> dict[str, Any]:
+    """The plan in partition-key byte order (contract §2.4.1), contexts only for
+    payload readers; with ``control`` when the write carried an owner token."""
     ordered = sorted(plan, key=lambda partition: key_bytes(partition.key))
     output = s.PlanOutput(
         {"step_execution_id": step_id, "partitions": ordered},
         context={"payloads": may_see_payloads(request)},
     )
-    data: dict[str, Any] = output.data
-    return data
+    return render.with_control(dict(output.data), control)
 
 
-def partition_data(request: Request, partition: StepPartition) -> dict[str, Any]:
-    """One partition, its context only for payload readers."""
+def partition_data(
+    request: Request, partition: StepPartition, control: WriteControl | None = None
+) -> dict[str, Any]:
+    """One partition, its context only for payload readers; with ``control``
+    when the write carried an owner token."""
     output = s.PartitionOutput(partition, context={"payloads": may_see_payloads(request)})
-    data: dict[str, Any] = output.data
-    return data
+    return render.with_control(dict(output.data), control)
 
 
 class PartitionPlanView(BatchView):
@@ -70,11 +78,13 @@ class PartitionPlanView(BatchView):
         tags=["partitions"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        entries = self.read(s.PartitionPlanInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
-            plan = uow.create_step_partition_plan(step_id, entries)
+        data = self.read(s.PartitionPlanInput, request.data)
+        with self.unit_of_work(data.owner_token_value()) as uow:
+            plan = uow.create_step_partition_plan(step_id, data.to_domain())
+            control = uow.write_control()
             uow.commit()
-        return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
+        answer = partitions_data(request, step_id, plan, control)
+        return Response(answer, status=http.HTTP_201_CREATED)
 
 
 class PartitionRestartView(BatchView):
@@ -113,12 +123,14 @@ class PartitionRestartView(BatchView):
         tags=["partitions"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        source = self.read(s.PlanRestartInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.PlanRestartInput, request.data)
+        with self.unit_of_work(data.owner_token_value()) as uow:
             with at("source_step_execution_id"):  # the node/instance pairing, checked there
-                plan = uow.restart_step_partition_plan(source, step_id)
+                plan = uow.restart_step_partition_plan(data.to_domain(), step_id)
+            control = uow.write_control()
             uow.commit()
-        return Response(partitions_data(request, step_id, plan), status=http.HTTP_201_CREATED)
+        answer = partitions_data(request, step_id, plan, control)
+        return Response(answer, status=http.HTTP_201_CREATED)
 
 
 class PartitionAssignView(BatchView):
@@ -148,11 +160,13 @@ class PartitionAssignView(BatchView):
         tags=["partitions"],
     )
     def post(self, request: Request, partition_id: int) -> Response:
-        expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.PartitionCasInput, request.data)
+        expected, worker = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             partition = uow.assign_step_partition(partition_id, expected, worker)
+            control = uow.write_control()
             uow.commit()
-        return Response(partition_data(request, partition))
+        return Response(partition_data(request, partition, control))
 
 
 class PartitionCompleteView(BatchView):
@@ -184,11 +198,13 @@ class PartitionCompleteView(BatchView):
         tags=["partitions"],
     )
     def post(self, request: Request, partition_id: int) -> Response:
-        expected, worker = self.read(s.PartitionCasInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
+        data = self.read(s.PartitionCasInput, request.data)
+        expected, worker = data.to_domain()
+        with self.unit_of_work(data.owner_token_value()) as uow:
             partition = uow.complete_step_partition(partition_id, expected, worker)
+            control = uow.write_control()
             uow.commit()
-        return Response(partition_data(request, partition))
+        return Response(partition_data(request, partition, control))
 
 
 class AggregateView(BatchView):
@@ -221,8 +237,9 @@ class AggregateView(BatchView):
         tags=["partitions"],
     )
     def post(self, request: Request, step_id: int) -> Response:
-        expected = self.read(s.AggregateInput, request.data).to_domain()
-        with self.unit_of_work() as uow:
-            step = uow.aggregate_step_partitions(step_id, expected)
+        data = self.read(s.AggregateInput, request.data)
+        with self.unit_of_work(data.owner_token_value()) as uow:
+            step = uow.aggregate_step_partitions(step_id, data.to_domain())
+            control = uow.write_control(step.job_execution_id)
             uow.commit()
-        return Response(render.step_data(step))
+        return Response(render.step_write_data(step, control))
