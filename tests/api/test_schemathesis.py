@@ -11,11 +11,14 @@ makes hold in the positive (schema-valid) cases before they are sent — it only
 ever edits a generated value into one that the same schema still admits:
 
 - a ``cursor`` and a purge ``plan`` are values only the server issues (an
-  arbitrary string is not a cursor this API issued): positive cases page
-  without a cursor, and apply a plan the survey answered;
-- OpenAPI 3.0 has no ``propertyNames``: the keys of a parameter map and of an
-  upgrade's step mapping are names (their description says so), and positive
-  cases have keys that are;
+  arbitrary string is not a cursor this API issued, and a plan is the survey's
+  answer, digest included): positive cases page without a cursor, and apply a
+  plan the survey answered;
+- OpenAPI 3.0 has no ``propertyNames``, and the document stays 3.0 (decision
+  220: under 3.1 schemathesis sends ``1.0`` for an integer, which the API
+  refuses): the keys of a parameter map and of an upgrade's step mapping are
+  names, a rule their descriptions state in words, and positive cases have
+  keys that are;
 - a manifest's ``job`` equals the body's ``job_name``; a flow graph's node ids
   are unique and its ``entry`` and transitions name declared nodes;
 - an upgrade edge leads to another digest, and no two source steps map onto
@@ -38,6 +41,7 @@ import pytest
 import schemathesis
 from django.contrib.auth import get_user_model
 from hypothesis import HealthCheck, Phase, settings
+from schemathesis.checks import CHECKS, load_all_checks
 
 from oxide_batch import models
 from oxide_batch.api.docs import schema_document
@@ -73,15 +77,23 @@ def api_document() -> dict[str, Any]:
     return document
 
 
-schema = schemathesis.openapi.from_dict(
-    api_document(),
-    config=schemathesis.Config.from_dict(
-        {
-            "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
-            "generation": {"max-examples": MAX_EXAMPLES},
-        }
-    ),
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+        "generation": {"max-examples": MAX_EXAMPLES},
+        "checks": {"enabled": True},
+    }
 )
+schema = schemathesis.openapi.from_dict(api_document(), config=CONFIG)
+
+
+def test_every_check_schemathesis_has_is_run() -> None:
+    # ``call_and_validate`` without ``checks`` runs every check the config enables.
+    load_all_checks()
+    checks = CONFIG.projects.get_default().checks
+    assert len(CHECKS.get_all_names()) >= 14
+    disabled = [name for name in CHECKS.get_all_names() if not getattr(checks, name).enabled]
+    assert disabled == []
 
 
 def _unique(values: list[str], taken: set[str]) -> str:
