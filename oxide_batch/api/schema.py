@@ -25,7 +25,12 @@ BODY_ERRORS: Mapping[int, Sequence[str]] = {
     413: ("request_too_large",),
     415: ("unsupported_media_type",),
 }
-PATH_ID_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request", "identifier_out_of_range")}
+# An id beyond the range is refused by the view; one that is not a number at
+# all matches no route, answered by the site's problem 404 (``api/errors.py``).
+PATH_ID_ERRORS: Mapping[int, Sequence[str]] = {
+    400: ("invalid_request", "identifier_out_of_range"),
+    404: ("not_found",),
+}
 LIST_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request",)}
 INFRA_ERRORS: Mapping[int, Sequence[str]] = {
     503: (

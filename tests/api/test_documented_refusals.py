@@ -106,6 +106,13 @@ def exit_status_with_another_token(rt: Runtime, operator: Runtime, fixed: FixedC
     )
 
 
+def exit_status_at_an_id_that_is_not_a_number(
+    rt: Runtime, operator: Runtime, fixed: FixedClock
+) -> Any:
+    body = {"expected_version": 1, "exit_code": "X"}
+    return "executions/{execution_id}/exit-status", rt.post("executions/x1/exit-status", body)
+
+
 def a_second_launch(rt: Runtime, operator: Runtime, fixed: FixedClock) -> Any:
     launched(rt)
     return "launches", rt.post("launches", {**KEY, "owner_token": OTHER})
@@ -245,6 +252,7 @@ REFUSALS: list[tuple[Scenario, int, str]] = [
     (exit_status_of_a_fenced_step, 409, "invalid_state"),
     (exit_status_on_a_stale_version, 409, "stale_version"),
     (exit_status_with_another_token, 409, "execution_owned"),
+    (exit_status_at_an_id_that_is_not_a_number, 404, "not_found"),
     (a_second_launch, 409, "execution_already_active"),
     (a_launch_of_a_completed_instance, 409, "completed_instance"),
     (a_launch_of_an_unknown_definition, 404, "definition_not_found"),

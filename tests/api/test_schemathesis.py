@@ -2,7 +2,9 @@
 only, bounded), with every check it has: generated requests — valid and
 invalid — to every operation never get a 5xx, every answer conforms to the
 schema (documented status, content type and body), a schema-valid request is
-never refused as invalid input, and a schema-invalid one is never accepted.
+never refused as invalid input, and a schema-invalid one is never accepted;
+and, a check of the API's own, every problem's code is one the operation
+lists under its status.
 Authenticated as a superuser, so every operation is reached past authorization.
 
 A JSON Schema states each member on its own. What it cannot state, the
@@ -84,7 +86,22 @@ CONFIG = schemathesis.Config.from_dict(
         "checks": {"enabled": True},
     }
 )
-schema = schemathesis.openapi.from_dict(api_document(), config=CONFIG)
+DOCUMENT = api_document()
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
+
+
+def problem_code_is_listed(ctx: Any, response: Any, case: schemathesis.Case[Any]) -> None:
+    """A check of this API's own: a problem's ``code`` is one the operation
+    lists under the status it answered (``codes: `a`, `b```)."""
+    if response.status_code < 400 or response.status_code >= 500:
+        return
+    code = json.loads(response.content).get("code")
+    operation = DOCUMENT["paths"][case.operation.path][case.method.lower()]
+    listed = operation["responses"].get(str(response.status_code), {}).get("description", "")
+    assert f"`{code}`" in listed, (
+        f"{case.method} {case.operation.path} answered {response.status_code} `{code}`, "
+        f"which it does not list ({listed or 'no such response'})"
+    )
 
 
 def test_every_check_schemathesis_has_is_run() -> None:
@@ -222,4 +239,8 @@ def test_the_api_answers_every_request_as_documented(
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and case.operation.path == f"{API}/purge/apply" and isinstance(case.body, dict):
         case.body["plan"] = issued_plan(live_server.url, authorization)
-    case.call_and_validate(base_url=live_server.url, headers=authorization)
+    case.call_and_validate(
+        base_url=live_server.url,
+        headers=authorization,
+        additional_checks=[problem_code_is_listed],
+    )
