@@ -13,10 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
 from oxide_batch.repository import FixedClock
 from tests.api.support import Runtime, problem, url
+from tests.api.test_recovery_fencing import recover
 
 TOKEN = "a1" * 16
 OTHER = "b2" * 16
@@ -25,11 +25,8 @@ Scenario = Callable[[Runtime, Runtime, FixedClock], tuple[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    response = APIClient().get(url("schema/"))
-    assert response.status_code == 200
-    found: dict[str, Any] = response.json()
-    return found
+def document(served_document: dict[str, Any]) -> dict[str, Any]:
+    return served_document
 
 
 def listed(document: dict[str, Any], path: str, status: int) -> set[str]:
@@ -60,19 +57,7 @@ def fenced(
     execution = launched(rt)
     step = started_step(rt, execution)
     fixed.advance(timedelta(days=1))
-    proposal = operator.get(f"executions/{execution['id']}/recovery-proposal")
-    assert proposal["eligible"], proposal
-    operator.post(
-        f"executions/{execution['id']}/recover",
-        {
-            "expected_version": proposal["version"],
-            "disposition": "MARK_FAILED",
-            "reason_code": "WORKER_LOST",
-            "evidence_digest": proposal["evidence_digest"],
-            "operation_id": "recover-1",
-        },
-        200,
-    )
+    recover(operator, execution)
     return rt.get(f"executions/{execution['id']}"), rt.get(f"steps/{step['id']}")
 
 

@@ -151,6 +151,17 @@ def test_parameter_values_are_schema_valid_exactly_when_taken(
     assert (answer.status_code in (200, 201)) is accepted, answer.content
 
 
+def upgrade(mapping: Any) -> dict[str, Any]:
+    """An upgrade edge between two unknown definitions, with ``mapping``."""
+    return {
+        "job_name": "import_job",
+        "key": "v1-to-v2",
+        "from_digest": DIGEST_A,
+        "to_digest": DIGEST_B,
+        "step_mapping": mapping,
+    }
+
+
 UPGRADES = [
     ("one step", {"load": "load_v2"}, True),
     ("an empty mapping", {}, False),
@@ -163,13 +174,7 @@ UPGRADES = [
 def test_a_step_mapping_is_schema_valid_exactly_when_taken(
     components: dict[str, Any], rt: Runtime, case: str, mapping: Any, accepted: bool
 ) -> None:
-    body = {
-        "job_name": "import_job",
-        "key": "v1-to-v2",
-        "from_digest": DIGEST_A,
-        "to_digest": DIGEST_B,
-        "step_mapping": mapping,
-    }
+    body = upgrade(mapping)
     assert schema_valid(components, "UpgradeRequest", body) is accepted
     answer = rt.post("definitions/upgrades", body)
     # Both digests are unknown definitions: a well-formed edge is 404, not 400.
@@ -275,13 +280,7 @@ def test_a_parameter_name_is_taken_exactly_when_it_keeps_the_stated_rule(
 def test_a_step_mapping_key_is_taken_exactly_when_it_keeps_the_stated_rule(
     rt: Runtime, case: str, key: str, accepted: bool
 ) -> None:
-    body = {
-        "job_name": "import_job",
-        "key": "v1-to-v2",
-        "from_digest": DIGEST_A,
-        "to_digest": DIGEST_B,
-        "step_mapping": {key: "load_v2"},
-    }
+    body = upgrade({key: "load_v2"})
     answer = rt.post("definitions/upgrades", body)
     # Both digests are unknown definitions: a well-formed edge is 404, not 400.
     assert (answer.status_code != 400) is accepted, answer.content

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ CHUNK = 3
 FAIL_AFTER = 2  # chunks committed by the first attempt: items 0..5
 CHUNKS = -(-ITEMS // CHUNK)  # 4: 0-2, 3-5, 6-8, 9
 JOB = "node_import"
+OUT = "items.jsonl"
 
 
 def node() -> str:
@@ -51,31 +53,30 @@ def node() -> str:
     return found
 
 
-def run_runtime(
-    executable: str, url: str, token: str, out: Path, *args: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            executable,
-            str(RUNTIME_SCRIPT),
-            "--url",
-            url,
-            "--job",
-            JOB,
-            "--items",
-            str(ITEMS),
-            "--chunk",
-            str(CHUNK),
-            "--out",
-            str(out),
-            *args,
-        ],
-        env={**os.environ, "OXIDE_BATCH_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+Run = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def run_runtime(live_server: Any, tmp_path: Path) -> Run:
+    """Runs the Node runtime against the live server as a batch-runtime user,
+    writing its items to ``tmp_path/items.jsonl``; more arguments follow."""
+    executable = node()
+    token = token_for("node-runtime", RUNTIME)
+
+    options = ["--url", live_server.url, "--job", JOB, "--items", str(ITEMS)]
+    options += ["--chunk", str(CHUNK), "--out", str(tmp_path / OUT)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [executable, str(RUNTIME_SCRIPT), *options, *args],
+            env={**os.environ, "OXIDE_BATCH_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run
 
 
 def offset(step: models.StepExecution) -> int:
@@ -96,16 +97,12 @@ def counts(step: models.StepExecution) -> dict[str, int]:
 
 
 def test_the_node_runtime_fails_restarts_at_its_checkpoint_and_completes(
-    live_server: Any, tmp_path: Path
+    run_runtime: Run, tmp_path: Path
 ) -> None:
-    executable = node()
-    token = token_for("node-runtime", RUNTIME)
-    out = tmp_path / "items.jsonl"
-
-    failed = run_runtime(executable, live_server.url, token, out, "--fail-after", str(FAIL_AFTER))
+    failed = run_runtime("--fail-after", str(FAIL_AFTER))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "FAILED: the reader failed before chunk 3" in failed.stderr
-    completed = run_runtime(executable, live_server.url, token, out)
+    completed = run_runtime()
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert f"from item {FAIL_AFTER * CHUNK}" in completed.stdout
 
@@ -150,21 +147,18 @@ def test_the_node_runtime_fails_restarts_at_its_checkpoint_and_completes(
     assert (first.version, second.version) == (2, 2)
 
     # Every item written once: the restart resumed at the checkpoint.
-    written = [json.loads(line) for line in out.read_text().splitlines()]
+    written = [json.loads(line) for line in (tmp_path / OUT).read_text().splitlines()]
     assert [line["item"] for line in written] == list(range(ITEMS))
     assert {line["item"] for line in written if line["attempt"] == 1} == set(
         range(FAIL_AFTER * CHUNK)
     )
 
 
-def test_a_second_launch_while_one_runs_is_refused_with_exit_status_4(
-    live_server: Any, tmp_path: Path
+def test_a_launch_of_a_completed_instance_is_refused_with_exit_status_4(
+    run_runtime: Run,
 ) -> None:
-    executable = node()
-    token = token_for("node-runtime", RUNTIME)
-    out = tmp_path / "items.jsonl"
-    assert run_runtime(executable, live_server.url, token, out).returncode == 0
-    again = run_runtime(executable, live_server.url, token, out)
+    assert run_runtime().returncode == 0
+    again = run_runtime()
     # The instance COMPLETED: nothing runs again.
     assert again.returncode == 4, again.stdout + again.stderr
     assert "completed_instance" in again.stderr
