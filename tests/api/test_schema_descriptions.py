@@ -16,7 +16,8 @@ pytestmark = pytest.mark.standalone
 IMPLEMENTATION = re.compile(
     r"\bCPU\b|\bperformance\b|docs/|\bcontract\b|§|(?<!manage)\.py\b|oxide_batch[./]"
     r"|\bqueryset|\bclass(es)?\b|\bORM\b|\bSQL\b|serializer|\bDRF\b|django|spectacular"
-    r"|postgres|sqlite|\bthreads?\b|deep cop|docstring|\bmodule|__\w+__|:(func|class|meth):",
+    r"|postgres|sqlite|\bthreads?\b|deep cop|docstring|\bmodule|__\w+__|:(func|class|meth):"
+    r"|\block(s|ed)?\b|\brow write",
     re.IGNORECASE,
 )
 
@@ -75,6 +76,7 @@ def test_no_component_inherits_a_base_class_description(document: dict[str, Any]
         "Its fields are built once per class",
         "the owner's lease (contract §2.5.3)",
         "DRF gives every serializer instance a deep copy",
+        "The proposal is recomputed under the execution lock",
     ],
 )
 def test_the_words_it_looks_for_are_found(text: str) -> None:
