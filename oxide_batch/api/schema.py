@@ -3,6 +3,7 @@ each problem it can answer, by status, with the error codes by name."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,7 +25,12 @@ BODY_ERRORS: Mapping[int, Sequence[str]] = {
     413: ("request_too_large",),
     415: ("unsupported_media_type",),
 }
-PATH_ID_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request", "identifier_out_of_range")}
+# An id beyond the range is refused by the view; one that is not a number at
+# all matches no route, answered by the site's problem 404 (``api/errors.py``).
+PATH_ID_ERRORS: Mapping[int, Sequence[str]] = {
+    400: ("invalid_request", "identifier_out_of_range"),
+    404: ("not_found",),
+}
 LIST_ERRORS: Mapping[int, Sequence[str]] = {400: ("invalid_request",)}
 INFRA_ERRORS: Mapping[int, Sequence[str]] = {
     503: (
@@ -110,6 +116,9 @@ class BatchSchema(AutoSchema):
       identifiers, envelopes) is documented by that alone; drf-spectacular would
       otherwise add an empty-string alternative for ``allow_blank`` fields, whose
       empty value the domain refuses (``empty_name``).
+    - A component's description is its serializer's own docstring, written for
+      the API's users; drf-spectacular would otherwise fall back on a base
+      class's, which speaks of the implementation (``Input``'s).
     - drf-spectacular documents request bodies of PUT, PATCH and POST only; the
       hold release (``DELETE instances/{id}/hold``) carries one too (reason code
       and operation id, contract §4.2), so a DELETE is documented like a POST."""
@@ -120,6 +129,10 @@ class BatchSchema(AutoSchema):
             isinstance(serializer, type) and issubclass(serializer, Input)
         ):
             schema["additionalProperties"] = False
+        own = type(force_instance(serializer)).__dict__.get("__doc__")  # type: ignore[no-untyped-call]
+        schema.pop("description", None)
+        if own:
+            schema["description"] = inspect.cleandoc(own)
         fields = force_instance(serializer).fields  # type: ignore[no-untyped-call]
         for name, field in fields.items():
             # A ListSerializer's bounds (partition plans) are not documented upstream.

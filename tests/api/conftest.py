@@ -17,6 +17,7 @@ from tests.api.support import (
     make_user,
     role_clients,
     token_client,
+    url,
 )
 
 # Other test modules import the builders from here too.
@@ -27,6 +28,15 @@ __all__ = ["GROUP_OF", "ROLES", "make_user", "token_client"]
 def _roles(db: None) -> None:
     # Transactional tests flush the database (groups included): re-create them.
     ensure_roles()
+
+
+@pytest.fixture(scope="module")
+def served_document() -> dict[str, Any]:
+    """The OpenAPI document as ``GET schema/`` serves it (JSON, the default)."""
+    response = APIClient().get(url("schema/"))
+    assert response.status_code == 200
+    found: dict[str, Any] = response.json()
+    return found
 
 
 @pytest.fixture

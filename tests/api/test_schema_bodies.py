@@ -151,6 +151,17 @@ def test_parameter_values_are_schema_valid_exactly_when_taken(
     assert (answer.status_code in (200, 201)) is accepted, answer.content
 
 
+def upgrade(mapping: Any) -> dict[str, Any]:
+    """An upgrade edge between two unknown definitions, with ``mapping``."""
+    return {
+        "job_name": "import_job",
+        "key": "v1-to-v2",
+        "from_digest": DIGEST_A,
+        "to_digest": DIGEST_B,
+        "step_mapping": mapping,
+    }
+
+
 UPGRADES = [
     ("one step", {"load": "load_v2"}, True),
     ("an empty mapping", {}, False),
@@ -163,13 +174,7 @@ UPGRADES = [
 def test_a_step_mapping_is_schema_valid_exactly_when_taken(
     components: dict[str, Any], rt: Runtime, case: str, mapping: Any, accepted: bool
 ) -> None:
-    body = {
-        "job_name": "import_job",
-        "key": "v1-to-v2",
-        "from_digest": DIGEST_A,
-        "to_digest": DIGEST_B,
-        "step_mapping": mapping,
-    }
+    body = upgrade(mapping)
     assert schema_valid(components, "UpgradeRequest", body) is accepted
     answer = rt.post("definitions/upgrades", body)
     # Both digests are unknown definitions: a well-formed edge is 404, not 400.
@@ -227,3 +232,55 @@ def test_a_survey_is_schema_valid_exactly_when_taken(
     assert schema_valid(components, "SurveyRequest", body) is accepted
     answer = operator.post("purge/survey", body)
     assert (answer.status_code == 200) is accepted, answer.content
+
+
+# OpenAPI 3.0 has no ``propertyNames`` (decisions 96 and 165): a map's key rule
+# is in its description, and the server holds every key to it.
+KEYS = [
+    ("a name", "load", True),
+    ("128 bytes", "é" * 64, True),
+    ("empty", "", False),
+    ("a control character", "lo\x01ad", False),
+    ("leading whitespace", " load", False),
+    ("trailing whitespace", "load\u3000", False),
+    ("129 bytes", "x" * 129, False),
+    ("130 bytes in 65 characters", "é" * 65, False),
+]
+
+
+def test_the_document_is_openapi_3_0_and_states_the_key_rules_in_words() -> None:
+    document = schema_document()
+    assert document["openapi"].startswith("3.0")
+    assert "propertyNames" not in str(document)
+    schemas = document["components"]["schemas"]
+    for component, member in (
+        ("InstanceRequest", "identifying_parameters"),
+        ("InstanceRequest", "non_identifying_parameters"),
+        ("LaunchRunRequest", "identifying_parameters"),
+        ("UpgradeRequest", "step_mapping"),
+    ):
+        text = schemas[component]["properties"][member]["description"]
+        for rule in ("1–128 UTF-8 bytes", "no control characters", "trailing whitespace"):
+            assert rule in text, (component, member, rule)
+        assert "cannot state a rule on keys" in text
+
+
+@pytest.mark.parametrize(("case", "key", "accepted"), KEYS)
+@pytest.mark.parametrize("member", ["identifying_parameters", "non_identifying_parameters"])
+def test_a_parameter_name_is_taken_exactly_when_it_keeps_the_stated_rule(
+    rt: Runtime, member: str, case: str, key: str, accepted: bool
+) -> None:
+    answer = rt.post("instances", {"job_name": "import_job", member: {key: "v"}})
+    assert (answer.status_code in (200, 201)) is accepted, answer.content
+    if not accepted:
+        assert answer.status_code == 400
+
+
+@pytest.mark.parametrize(("case", "key", "accepted"), KEYS)
+def test_a_step_mapping_key_is_taken_exactly_when_it_keeps_the_stated_rule(
+    rt: Runtime, case: str, key: str, accepted: bool
+) -> None:
+    body = upgrade({key: "load_v2"})
+    answer = rt.post("definitions/upgrades", body)
+    # Both digests are unknown definitions: a well-formed edge is 404, not 400.
+    assert (answer.status_code != 400) is accepted, answer.content

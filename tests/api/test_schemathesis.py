@@ -2,7 +2,9 @@
 only, bounded), with every check it has: generated requests — valid and
 invalid — to every operation never get a 5xx, every answer conforms to the
 schema (documented status, content type and body), a schema-valid request is
-never refused as invalid input, and a schema-invalid one is never accepted.
+never refused as invalid input, and a schema-invalid one is never accepted;
+and, a check of the API's own, every problem's code is one the operation
+lists under its status.
 Authenticated as a superuser, so every operation is reached past authorization.
 
 A JSON Schema states each member on its own. What it cannot state, the
@@ -11,11 +13,14 @@ makes hold in the positive (schema-valid) cases before they are sent — it only
 ever edits a generated value into one that the same schema still admits:
 
 - a ``cursor`` and a purge ``plan`` are values only the server issues (an
-  arbitrary string is not a cursor this API issued): positive cases page
-  without a cursor, and apply a plan the survey answered;
-- OpenAPI 3.0 has no ``propertyNames``: the keys of a parameter map and of an
-  upgrade's step mapping are names (their description says so), and positive
-  cases have keys that are;
+  arbitrary string is not a cursor this API issued, and a plan is the survey's
+  answer, digest included): positive cases page without a cursor, and apply a
+  plan the survey answered;
+- OpenAPI 3.0 has no ``propertyNames``, and the document stays 3.0 (decision
+  165: under 3.1 schemathesis sends ``1.0`` for an integer, which the API
+  refuses): the keys of a parameter map and of an upgrade's step mapping are
+  names, a rule their descriptions state in words, and positive cases have
+  keys that are;
 - a manifest's ``job`` equals the body's ``job_name``; a flow graph's node ids
   are unique and its ``entry`` and transitions name declared nodes;
 - an upgrade edge leads to another digest, and no two source steps map onto
@@ -38,6 +43,7 @@ import pytest
 import schemathesis
 from django.contrib.auth import get_user_model
 from hypothesis import HealthCheck, Phase, settings
+from schemathesis.checks import CHECKS, load_all_checks
 
 from oxide_batch import models
 from oxide_batch.api.docs import schema_document
@@ -73,15 +79,38 @@ def api_document() -> dict[str, Any]:
     return document
 
 
-schema = schemathesis.openapi.from_dict(
-    api_document(),
-    config=schemathesis.Config.from_dict(
-        {
-            "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
-            "generation": {"max-examples": MAX_EXAMPLES},
-        }
-    ),
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+        "generation": {"max-examples": MAX_EXAMPLES},
+        "checks": {"enabled": True},
+    }
 )
+DOCUMENT = api_document()
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
+
+
+def problem_code_is_listed(ctx: Any, response: Any, case: schemathesis.Case[Any]) -> None:
+    """A check of this API's own: a problem's ``code`` is one the operation
+    lists under the status it answered (``codes: `a`, `b```)."""
+    if response.status_code < 400 or response.status_code >= 500:
+        return
+    code = json.loads(response.content).get("code")
+    operation = DOCUMENT["paths"][case.operation.path][case.method.lower()]
+    listed = operation["responses"].get(str(response.status_code), {}).get("description", "")
+    assert f"`{code}`" in listed, (
+        f"{case.method} {case.operation.path} answered {response.status_code} `{code}`, "
+        f"which it does not list ({listed or 'no such response'})"
+    )
+
+
+def test_every_check_schemathesis_has_is_run() -> None:
+    # ``call_and_validate`` without ``checks`` runs every check the config enables.
+    load_all_checks()
+    checks = CONFIG.projects.get_default().checks
+    assert len(CHECKS.get_all_names()) >= 14
+    disabled = [name for name in CHECKS.get_all_names() if not getattr(checks, name).enabled]
+    assert disabled == []
 
 
 def _unique(values: list[str], taken: set[str]) -> str:
@@ -210,4 +239,8 @@ def test_the_api_answers_every_request_as_documented(
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and case.operation.path == f"{API}/purge/apply" and isinstance(case.body, dict):
         case.body["plan"] = issued_plan(live_server.url, authorization)
-    case.call_and_validate(base_url=live_server.url, headers=authorization)
+    case.call_and_validate(
+        base_url=live_server.url,
+        headers=authorization,
+        additional_checks=[problem_code_is_listed],
+    )

@@ -53,7 +53,7 @@ class AuditRecoveryDecisionOutput(Output):
         allow_null=True,
         help_text=(
             "Why it was allowed: `unknown_status`, `inactive`, `lease_expired` or "
-            "`operator_override` (null for decisions recorded before schema 5)."
+            "`operator_override` (null for decisions an older release recorded)."
         ),
     )
     override = serializers.SerializerMethodField(

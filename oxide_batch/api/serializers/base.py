@@ -64,18 +64,18 @@ _BOUND_FIELDS: dict[type[Any], Any] = {}
 
 
 class Input(_Serializer):
-    """Refuses members it does not declare (a typo must not be ignored).
+    """Refuses members it does not declare (a typo must not be ignored). A
+    subclass must not change its fields per instance (``get_fields`` may add
+    fields, the same for every instance): see ``fields``."""
 
-    Its fields are built once per class, not per request: DRF gives every
-    serializer instance a deep copy of each declared field (re-running every
-    field's ``__init__``, nested serializers included) so that one instance may
-    change its own fields — which no input does. Validating reads the fields and
-    never writes to them (values and errors live on the serializer instance and
-    in local variables), so one bound set per class serves every request and
-    thread; for a chunk commit that copy was a tenth of the request's CPU
-    (docs/performance.md). A subclass must not change its fields per instance
-    (``get_fields`` may add fields, the same for every instance)."""
-
+    # Its fields are built once per class, not per request: DRF gives every
+    # serializer instance a deep copy of each declared field (re-running every
+    # field's ``__init__``, nested serializers included) so that one instance may
+    # change its own fields — which no input does. Validating reads the fields and
+    # never writes to them (values and errors live on the serializer instance and
+    # in local variables), so one bound set per class serves every request and
+    # thread; for a chunk commit that copy was a tenth of the request's CPU
+    # (docs/performance.md).
     @property
     def fields(self) -> Any:
         cls = type(self)
@@ -110,7 +110,7 @@ class Input(_Serializer):
 
 
 class Output(_Serializer):
-    """Read-only rendering; never validates or saves."""
+    # Read-only rendering; never validates or saves.
 
     def create(self, validated_data: Any) -> Any:  # pragma: no cover
         raise NotImplementedError

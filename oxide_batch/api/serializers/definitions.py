@@ -56,7 +56,12 @@ class UpgradeInput(Input):
     to_digest = DigestField()
     step_mapping = StepMappingField(
         child=NameField(NameKind.STEP),
-        help_text="Source step name → target step name.",
+        help_text=(
+            "Source step name → target step name; no two sources map onto one target. "
+            "Each key, like each value, is a step name: 1–128 UTF-8 bytes with no control "
+            "characters and no leading or trailing whitespace; OpenAPI 3.0 cannot state a "
+            "rule on keys, so it is stated here in words."
+        ),
     )
 
     def to_domain(self) -> UpgradeEdge:

@@ -156,9 +156,10 @@ class DefinitionRefOutput(Output):
 CONTROL_HELP = "The execution's control state; present when the write carried `owner_token`."
 
 
+# contract §4.2 (the chunk boundary's observation of §9).
 class WriteControlOutput(Output):
-    """The execution's control state a runtime write answers with (contract §4.2):
-    the chunk boundary's observation of §9, no `control` call needed."""
+    """The execution's control state a runtime write answers with: what a
+    `control` call would observe at this chunk boundary, without that call."""
 
     stop_requested = serializers.BooleanField(
         help_text="An operator asked the execution to stop: end the work STOPPED."
@@ -174,8 +175,10 @@ class WriteControlOutput(Output):
     )
 
 
+# contract §2.5.3.
 class LeaseOutput(Output):
-    """The owner's lease (docs/contract.md §2.5.3)."""
+    """The owner's lease: while it holds, no recovery may take the execution
+    away from its owner unless an operator overrides."""
 
     ttl_seconds = serializers.IntegerField(
         help_text=(
@@ -191,11 +194,12 @@ class LeaseOutput(Output):
     )
 
 
+# ``last_activity_at``: contract §2.5.3.
 class ExecutionOutput(Output):
-    """A job execution. ``updated_at`` is when the row's version last moved (a
+    """A job execution. `updated_at` is when its version last moved (a
     transition, an exit status, a recovery; not a step's chunk commit, not a
-    stop request or a control observation); ``last_activity_at`` is the activity
-    recovery measures inactivity from (docs/contract.md §2.5.3)."""
+    stop request or a control observation); `last_activity_at` is the activity
+    recovery measures inactivity from."""
 
     id = serializers.IntegerField(source="execution.id")
     job_instance_id = serializers.IntegerField(source="execution.job_instance_id")

@@ -31,6 +31,14 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
     return found
 
 
+# OpenAPI 3.0 has no ``propertyNames`` (decisions 96 and 165): the keys' rule in words.
+PARAMETER_NAMES = (
+    "Each name (a key) is 1–128 UTF-8 bytes with no control characters and no leading or "
+    "trailing whitespace (a name is compared byte for byte), and is in one of the two maps "
+    "only; OpenAPI 3.0 cannot state a rule on keys, so it is stated here in words."
+)
+
+
 @extend_schema_field(PARAMETER_MAP)
 class ParameterMapField(JSONObjectField):
     """Parameter name → value (``JobParameter.from_json`` checks each)."""
@@ -42,11 +50,15 @@ class InstanceInput(Input):
         required=False,
         help_text=(
             "name → value: a string, boolean or integer (I64, or U64 above 2^63−1), or "
-            '{"type": "string"|"i64"|"u64"|"bool", "value": …}. A name is in one map only.'
+            '{"type": "string"|"i64"|"u64"|"bool", "value": …}. ' + PARAMETER_NAMES
         ),
     )
     non_identifying_parameters = ParameterMapField(
-        required=False, help_text="Accepted and validated, never stored (no effect on identity)."
+        required=False,
+        help_text=(
+            "name → value, as in `identifying_parameters`: accepted and validated, never "
+            "stored (no effect on identity). " + PARAMETER_NAMES
+        ),
     )
 
     def to_domain(self) -> JobInstanceKey:

@@ -343,7 +343,7 @@ class RecoveryDecisionOutput(Output):
         allow_null=True,
         help_text=(
             "Why it was allowed: `unknown_status`, `inactive`, `lease_expired` or "
-            "`operator_override` (null for decisions recorded before schema 5)."
+            "`operator_override` (null for decisions an older release recorded)."
         ),
     )
     override = serializers.BooleanField(
@@ -361,7 +361,8 @@ class RecoveryDecisionOutput(Output):
 
 
 class OperatorResponseOutput(Output):
-    """``{outcome, replayed, changed, operation_id, execution, record}``."""
+    """An audited action's answer:
+    `{outcome, replayed, changed, operation_id, execution, record}`."""
 
     outcome = ResponseOutcomeField()
     replayed = serializers.BooleanField(help_text="true when the recorded outcome is answered.")

@@ -15,7 +15,8 @@ class ProblemErrorOutput(Output):
 
 
 class ProblemOutput(Output):
-    """``application/problem+json`` (RFC 9457) plus the error's own fields."""
+    """An error: `application/problem+json` (RFC 9457) with a stable `code`
+    and the error's own fields."""
 
     type = serializers.CharField()
     title = serializers.CharField()

@@ -119,8 +119,10 @@ class PurgeCandidateOutput(Output):
     executions = ObservedExecutionOutput(many=True)
 
 
+# contract §2.5.11.
 class PurgePlanOutput(Output):
-    """A surveyed batch (docs/contract.md §2.5.11); apply takes it back whole."""
+    """A surveyed batch of whole instances to purge; `purge/apply` takes it
+    back whole, unchanged."""
 
     cutoff = serializers.CharField(help_text="RFC 3339 UTC, milliseconds.")
     job_name = serializers.CharField(allow_null=True)

@@ -77,7 +77,7 @@ class RetentionRecordOutput(Output):
 
 
 class HoldResponseOutput(Output):
-    """``{outcome, replayed, changed, operation_id, hold, record}``."""
+    """An audited action's answer: `{outcome, replayed, changed, operation_id, hold, record}`."""
 
     outcome = ResponseOutcomeField()
     replayed = serializers.BooleanField()
@@ -88,7 +88,7 @@ class HoldResponseOutput(Output):
 
 
 class PurgeApplyResponseOutput(Output):
-    """``{outcome, replayed, changed, operation_id, counts, record}``."""
+    """An audited action's answer: `{outcome, replayed, changed, operation_id, counts, record}`."""
 
     outcome = ResponseOutcomeField()
     replayed = serializers.BooleanField()

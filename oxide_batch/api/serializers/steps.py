@@ -43,8 +43,8 @@ class StepInput(Input):
         required=False,
         allow_null=True,
         help_text=(
-            "STARTING (the default) or STARTED: created and started at once (version 1, "
-            "one row write); the answer then carries what the step took over."
+            "STARTING (the default) or STARTED: created and started at once, in one "
+            "write (version 1); the answer then carries what the step took over."
         ),
     )
     owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)

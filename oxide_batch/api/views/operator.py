@@ -53,7 +53,8 @@ class RecoverView(BatchView):
         operation_id="recover_execution",
         summary="Audited recovery: MARK_FAILED (restartable) or ABANDON",
         description=(
-            "The proposal is recomputed under the execution lock; checked in order: "
+            "The proposal is recomputed as the recovery applies, atomically with it; "
+            "checked in order: "
             "`stale_version`, `recovery_not_allowed`, `execution_not_stale`, "
             "`recovery_evidence_stale`, `unresolved_recovery_required` (an unknown "
             "commit is marked FAILED only with the reason `UNKNOWN_EFFECT`). An active "

@@ -107,8 +107,9 @@ class PurgeApplyView(BatchView):
         operation_id="apply_purge",
         summary="Apply a surveyed purge plan (all or nothing)",
         description=(
-            "Every candidate is re-checked under lock (the instances, then their "
-            "executions: full eligibility, versions, holds) and the plan digest "
+            "Every candidate is re-checked as the purge applies, atomically with it "
+            "(the instances, then their executions: full eligibility, versions, holds) "
+            "and the plan digest "
             "recomputed: any change is `retention_plan_stale`, nothing is deleted and "
             "the refusal is recorded (a REJECTED retention record; a new survey needs a "
             "new operation id). An empty plan applies with zero counts. One retention "

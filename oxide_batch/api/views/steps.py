@@ -58,8 +58,8 @@ class ExecutionStepsView(BatchView):
             "ABANDONED one is `not_restartable` (skipped), an UNKNOWN one is "
             "`not_restartable` until an operator resolves it. Once the execution is "
             "claimed, only the claimant's user may create its steps (`execution_owned`). "
-            "With `status: STARTED` the step is created and started at once (version 1, one "
-            "row write). The answer carries the checkpoint and context the step took over "
+            "With `status: STARTED` the step is created and started at once, in one write "
+            "(version 1). The answer carries the checkpoint and context the step took over "
             "(null when it started fresh) and the execution's `control` state."
         ),
         permission=RUN_BATCH,
@@ -210,8 +210,8 @@ class CheckpointView(BatchView):
         operation_id="commit_chunk",
         summary="Commit a chunk (CAS on a STARTED step)",
         description=(
-            "`counts` are this chunk's deltas, added under the lock; the response carries "
-            "the totals. `checkpoint` and `context`, when given, replace the stored ones. "
+            "`counts` are this chunk's deltas, added to the step's totals; the response "
+            "carries the totals. `checkpoint` and `context`, when given, replace the stored ones. "
             "`finish: COMPLETED` (with an optional `exit_code`) ends the step with this "
             "chunk in the same compare-and-swap (version + 1); refused, nothing is written. "
             "The answer carries the execution's `control` state: the chunk boundary's "
