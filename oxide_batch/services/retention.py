@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import (
@@ -43,7 +43,13 @@ from oxide_batch.domain.retention import (
 )
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.observability import reporting
-from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWork
+from oxide_batch.repository.port import (
+    AdminHistory,
+    Holds,
+    Purge,
+    Transaction,
+    UnitOfWorkFactory,
+)
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
@@ -123,15 +129,21 @@ def _hold_from_record(record: RetentionRecord) -> RetentionHold | None:
     )
 
 
+class RetentionWork(Transaction, Holds, Purge, AdminHistory, Protocol):
+    """What the retention use cases use of the repository port: holds, the
+    retention audit, the purge and audit pruning, and the admin history."""
+
+
 class RetentionService:
-    """Holds, purge survey/apply and audit pruning on one repository."""
+    """Holds, purge survey/apply and audit pruning on one repository. Built by
+    :func:`oxide_batch.services.bootstrap.retention_service`."""
 
     def __init__(
-        self, repository: JobRepository | None = None, *, min_age: timedelta | None = None
+        self, repository: UnitOfWorkFactory[RetentionWork], *, min_age: timedelta | None = None
     ) -> None:
         """``min_age`` defaults to the setting ``OXIDE_BATCH_PURGE_MIN_AGE``, read
         at each call (so tests may override it)."""
-        self.repository: JobRepository = repository or DjangoJobRepository()
+        self.repository = repository
         self._min_age = min_age
 
     @property
@@ -187,7 +199,7 @@ class RetentionService:
             job_instance_id=instance_id,
         )
 
-        def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, RetentionHold | None]:
+        def act(uow: RetentionWork) -> tuple[RetentionRecordDraft, RetentionHold | None]:
             if action is RetentionAction.HOLD:
                 hold: RetentionHold | None = uow.place_instance_hold(
                     instance_id, actor, reason_code
@@ -256,7 +268,7 @@ class RetentionService:
             batch_bound=plan.criteria.bound,
         )
 
-        def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, None]:
+        def act(uow: RetentionWork) -> tuple[RetentionRecordDraft, None]:
             counts = uow.apply_purge(plan, min_age=self.min_age)
             return dataclasses.replace(draft, changed=counts.total > 0, counts=counts), None
 
@@ -323,7 +335,7 @@ class RetentionService:
     def _audited(
         self,
         draft: RetentionRecordDraft,
-        act: Callable[[UnitOfWork], tuple[RetentionRecordDraft, RetentionHold | None]],
+        act: Callable[[RetentionWork], tuple[RetentionRecordDraft, RetentionHold | None]],
         *,
         also_replays: str | None = None,
     ) -> RetentionResult:

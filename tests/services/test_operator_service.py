@@ -28,7 +28,7 @@ from oxide_batch.domain.errors import (
     UnresolvedRecoveryRequired,
 )
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 from tests.concurrency.support import run_in_threads
 from tests.conftest import accounts_fixture
 from tests.helpers import failure, launch, move
@@ -42,7 +42,7 @@ _accounts = accounts_fixture(ALICE, BOB)
 
 @pytest.fixture
 def service(repo):
-    return OperatorService(repo, stale_after=timedelta(minutes=15))
+    return operator_service(repo, stale_after=timedelta(minutes=15))
 
 
 def audit_rows(**filters):
@@ -345,7 +345,7 @@ def test_the_audited_actor_is_the_username_or_user_id():
 @pytest.mark.django_db(transaction=True)
 def test_two_identical_requests_at_once_act_once_with_one_audit_row(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, S.FAILED, clock=clock)
-    service = OperatorService(repo, stale_after=timedelta(minutes=15))
+    service = operator_service(repo, stale_after=timedelta(minutes=15))
     barrier = threading.Barrier(2)
 
     def abandon(index: int):

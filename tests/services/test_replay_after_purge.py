@@ -11,8 +11,7 @@ import pytest
 
 from oxide_batch.domain import BatchStatus
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from tests.conftest import accounts_fixture
 from tests.helpers import launch, move
 
@@ -23,8 +22,8 @@ _accounts = accounts_fixture(OPERATOR)
 
 @pytest.mark.django_db
 def test_a_replayed_stop_answers_its_recorded_outcome_after_the_execution_was_purged(repo, clock):
-    operators = OperatorService(repo, stale_after=timedelta(minutes=15))
-    retention = RetentionService(repo, min_age=timedelta(0))
+    operators = operator_service(repo, stale_after=timedelta(minutes=15))
+    retention = retention_service(repo, min_age=timedelta(0))
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     first = operators.stop(execution.id, expected_version=1, actor=OPERATOR, operation_id="stop-1")
     assert (first.outcome, first.changed) == (Outcome.APPLIED, True)

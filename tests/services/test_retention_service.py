@@ -28,7 +28,8 @@ from oxide_batch.domain.retention import (
     RetentionAction,
 )
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.retention import PurgeRun, RetentionService
+from oxide_batch.services.bootstrap import retention_service
+from oxide_batch.services.retention import PurgeRun
 from tests.conftest import accounts_fixture
 from tests.repository.test_retention import (
     DAY,
@@ -48,7 +49,7 @@ BOB = Actor("bob")
 
 @pytest.fixture
 def service(repo):
-    return RetentionService(repo, min_age=timedelta(0))
+    return retention_service(repo, min_age=timedelta(0))
 
 
 def records(action: RetentionAction | None = None) -> list[models.RetentionRecord]:
@@ -189,7 +190,7 @@ def test_survey_validates_the_request(service, repo, clock):
 
 
 def test_the_minimum_age_comes_from_the_setting(repo, clock):
-    service = RetentionService(repo)
+    service = retention_service(repo)
     with override_settings(OXIDE_BATCH_PURGE_MIN_AGE=timedelta(hours=1)):
         with pytest.raises(AgeBoundTooSmall):
             service.survey(older_than=timedelta(minutes=30))

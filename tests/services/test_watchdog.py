@@ -14,6 +14,7 @@ from oxide_batch import models
 from oxide_batch.domain import BatchStatus, ExecutionCounts, FailureCategory, LifecycleTransition
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.watchdog import (
@@ -34,11 +35,11 @@ OWNER = b"\x05" * 16
 
 @pytest.fixture
 def service(repo: DjangoJobRepository) -> OperatorService:
-    return OperatorService(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)
+    return bootstrap.operator_service(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)
 
 
 def watchdog(service: OperatorService, **options: object) -> Watchdog:
-    return Watchdog(service, actor=Actor("watchdog@test-host"), **options)  # type: ignore[arg-type]
+    return bootstrap.watchdog(service, actor=Actor("watchdog@test-host"), **options)  # type: ignore[arg-type]
 
 
 def owned_running(repo: DjangoJobRepository, clock: FixedClock, run: str, *, steps: int = 1):
@@ -174,7 +175,10 @@ def test_a_second_watchdog_replays_the_first_ones_decision(repo, clock, service)
     watchdog's request is the same request, answered from the audit."""
     execution = owned_running(repo, clock, "twice")
     clock.advance(TTL * 2)
-    first, second = watchdog(service), Watchdog(service, actor=Actor("watchdog@other-host"))
+    first, second = (
+        watchdog(service),
+        bootstrap.watchdog(service, actor=Actor("watchdog@other-host")),
+    )
     proposal = service.propose(execution.id)
     applied = first._consider(proposal)
     replayed = second._consider(proposal)
