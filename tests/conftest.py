@@ -54,7 +54,7 @@ def repo(
     request: pytest.FixtureRequest, clock: FixedClock
 ) -> DjangoJobRepository | FakeJobRepository:
     """The repository on the test clock: the Django adapter, or (a contract
-    test's ``[memory]`` run) the in-memory fake of ``tests/fakes.py``."""
+    test's ``[memory]`` run) the in-memory fake of ``tests/fakes/``."""
     if getattr(request, "param", "django") == "memory":
         return FakeJobRepository(clock)
     return DjangoJobRepository(clock)
@@ -62,7 +62,7 @@ def repo(
 
 @pytest.fixture
 def memory_repo(clock: FixedClock) -> FakeJobRepository:
-    """The in-memory fake of the repository port (``tests/fakes.py``), no database."""
+    """The in-memory fake of the repository port (``tests/fakes/``), no database."""
     return FakeJobRepository(clock)
 
 

@@ -10,7 +10,7 @@ The port is split along its aggregates, one Protocol each (``Executions``,
 ``Flow``, ``Partitions``, ``Holds``, ``Purge``) over ``Transaction``;
 ``UnitOfWork`` is all of them. A service types its unit of work against the
 ones it uses and is given a ``UnitOfWorkFactory`` of that kind, so an
-in-memory fake of just those satisfies it (tests/fakes.py, decision 200).
+in-memory fake of just those satisfies it (tests/fakes/, decision 200).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 adapter (decision 200). The API, the admin, the management commands and the
 tests ask here rather than calling the constructors; a test gives its own
 repository — the Django adapter on a test clock, or the in-memory fake of
-``tests/fakes.py``.
+``tests/fakes/``.
 
 Defaults not given here are read from the settings as the services are built
 (``OXIDE_BATCH_RECOVERY_STALE_AFTER``, ``OXIDE_BATCH_LEASE_TTL``) or at each
