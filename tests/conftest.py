@@ -61,6 +61,12 @@ def repo(
 
 
 @pytest.fixture
+def django_repo(clock: FixedClock) -> DjangoJobRepository:
+    """The Django adapter on the test clock, whatever a module's ``repo`` is."""
+    return DjangoJobRepository(clock)
+
+
+@pytest.fixture
 def memory_repo(clock: FixedClock) -> FakeJobRepository:
     """The in-memory fake of the repository port (``tests/fakes/``), no database."""
     return FakeJobRepository(clock)

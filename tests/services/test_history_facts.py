@@ -1,7 +1,10 @@
 """The history keeps its facts (issue 25, decisions 132–135): a failure stays a
 failure after an abandon, an operator's action never moves the runtime's
 activity (on the execution or its steps), a decision keeps the evidence it was
-taken on, and every applied action a user takes is in the admin's own history."""
+taken on, and every applied action a user takes is in the admin's own history.
+
+On the Django adapter (``repo``, a database): the facts are the stored rows and
+Django's own ``LogEntry``."""
 
 from __future__ import annotations
 

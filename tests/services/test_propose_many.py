@@ -1,7 +1,10 @@
 """``OperatorService.propose_many``: the proposals of many executions from one
 read, each exactly what ``propose`` gives for that id (eligibility, reason,
 inactivity, digest) — so a confirmation page of N rows can post back digests
-an audited recovery accepts."""
+an audited recovery accepts.
+
+On the Django adapter (``repo``, a database): the rows mix stored checkpoints,
+a corrupt one among them, and the read is counted in statements."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 fixed clock on both databases: what a pass recovers and how (the operator's
 audited MARK_FAILED as the watchdog), what it leaves alone (unknown commits,
 live leases, executions without an owner), its bound, its dry run, its
-operation ids (several watchdogs make one decision), and when it holds off."""
+operation ids (several watchdogs make one decision), and when it holds off.
+
+On the Django adapter (``repo``, a database): a pass reads its candidates with
+a selector (SQL), and what it recovers is checked in the stored rows."""
 
 from __future__ import annotations
 
