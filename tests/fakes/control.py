@@ -166,20 +166,9 @@ class ControlOperations(UnitOfWorkBase):
             for step in self._steps_of(prior.id)
             if step.status.is_unresolved
         ]
-        decision = RecoveryDecision(
-            id=decision_id,
-            job_execution_id=prior.id,
-            execution_version=prior.version,
-            prior_status=prior.status,
-            resulting_status=recovered.status,
-            reason_code=request.reason_code,
-            operator_reference=request.operator_reference,
-            evidence_digest=request.evidence_digest,
-            decided_at=now,
-            resolved_step_ids=tuple(step.id for step in resolved),
-            eligibility=request.eligibility,
-            override_note=request.override_note,
-            evidence=request.evidence,
+        resolved_ids = tuple(step.id for step in resolved)
+        decision = RecoveryDecision.of(
+            decision_id, request, prior, recovered, decided_at=now, resolved_step_ids=resolved_ids
         )
         tables.decisions[decision_id] = decision
         tables.decision_users[decision_id] = operator_user_id
