@@ -42,7 +42,7 @@ from tests.fakes.steps import StepOperations
 from tests.fakes.tables import StoredExecution, Tables
 
 if TYPE_CHECKING:
-    from oxide_batch.repository.port import Steps
+    from oxide_batch.repository.port import Steps, UnitOfWorkFactory
     from oxide_batch.services.operator import OperatorWork
     from oxide_batch.services.retention import RetentionWork
 
@@ -106,6 +106,12 @@ if TYPE_CHECKING:
 
     def _retention_work(uow: FakeUnitOfWork) -> RetentionWork:
         return uow
+
+    def _operator_factory(repo: FakeJobRepository) -> UnitOfWorkFactory[OperatorWork]:
+        return repo
+
+    def _retention_factory(repo: FakeJobRepository) -> UnitOfWorkFactory[RetentionWork]:
+        return repo
 
     def _steps(uow: FakeUnitOfWork) -> Steps:
         return uow
