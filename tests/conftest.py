@@ -11,6 +11,7 @@ from django.conf import settings
 
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 from oxide_batch.services.audit import Actor
+from tests.fakes import FakeJobRepository
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -33,9 +34,42 @@ def clock() -> FixedClock:
     return FixedClock(EPOCH)
 
 
+ADAPTERS = (pytest.param("django", marks=pytest.mark.django_db), pytest.param("memory"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``repo`` of a ``contract`` test is each adapter in turn (ids ``[django]``
+    and ``[memory]``); of an ``adapter`` test in such a module, the Django one
+    alone (``[django]``)."""
+    if "repo" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("adapter") is not None:
+        metafunc.parametrize("repo", ADAPTERS[:1], indirect=True)
+    elif metafunc.definition.get_closest_marker("contract") is not None:
+        metafunc.parametrize("repo", ADAPTERS, indirect=True)
+
+
 @pytest.fixture
-def repo(clock: FixedClock) -> DjangoJobRepository:
+def repo(
+    request: pytest.FixtureRequest, clock: FixedClock
+) -> DjangoJobRepository | FakeJobRepository:
+    """The repository on the test clock: the Django adapter, or (a contract
+    test's ``[memory]`` run) the in-memory fake of ``tests/fakes/``."""
+    if getattr(request, "param", "django") == "memory":
+        return FakeJobRepository(clock)
     return DjangoJobRepository(clock)
+
+
+@pytest.fixture
+def django_repo(clock: FixedClock) -> DjangoJobRepository:
+    """The Django adapter on the test clock, whatever a module's ``repo`` is."""
+    return DjangoJobRepository(clock)
+
+
+@pytest.fixture
+def memory_repo(clock: FixedClock) -> FakeJobRepository:
+    """The in-memory fake of the repository port (``tests/fakes/``), no database."""
+    return FakeJobRepository(clock)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -18,6 +18,10 @@ from oxide_batch.domain import (
 )
 from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
 from oxide_batch.repository.tokens import issue_api_token
+from tests.fakes import FakeJobRepository
+
+#: The repositories the tests' builders work with: the adapter and the fake.
+Repository = DjangoJobRepository | FakeJobRepository
 
 
 def refuse_parallel_workers(why: str) -> None:
@@ -42,7 +46,7 @@ def failure(failure_id: int = 99) -> FailureSummary:
     return FailureSummary(FailureCategory.USER_COMPONENT, failure_id)
 
 
-def launch(repo: DjangoJobRepository, job_key: JobInstanceKey | None = None) -> JobExecution:
+def launch(repo: Repository, job_key: JobInstanceKey | None = None) -> JobExecution:
     """Select-or-create the instance of ``job_key`` and create an attempt; committed."""
     with repo.begin() as uow:
         instance = uow.select_or_create_job_instance(job_key or key()).instance
@@ -52,7 +56,7 @@ def launch(repo: DjangoJobRepository, job_key: JobInstanceKey | None = None) -> 
 
 
 def move(
-    repo: DjangoJobRepository,
+    repo: Repository,
     execution: JobExecution,
     *targets: BatchStatus,
     clock: FixedClock | None = None,
@@ -71,6 +75,25 @@ def move(
             )
             uow.commit()
     return execution
+
+
+def stored_execution(repo: Repository, execution_id: int) -> Any:
+    """An execution's committed row: the model's on the Django adapter, the
+    fake's :class:`~tests.fakes.StoredExecution` (the same column names) on the fake."""
+    if isinstance(repo, FakeJobRepository):
+        return repo.stored_execution(execution_id)
+    from oxide_batch import models
+
+    return models.JobExecution.objects.get(pk=execution_id)
+
+
+def stored_counts(repo: Repository) -> tuple[int, int]:
+    """How many instances and executions are stored (committed)."""
+    if isinstance(repo, FakeJobRepository):
+        return len(repo.tables.instances), len(repo.tables.executions)
+    from oxide_batch import models
+
+    return models.JobInstance.objects.count(), models.JobExecution.objects.count()
 
 
 def error_field_value(hint: Any, *, number: int = 1, status: Any = None) -> Any:

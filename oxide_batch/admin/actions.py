@@ -81,10 +81,8 @@ from oxide_batch.admin.display import badge, when
 from oxide_batch.admin.forms import ABANDON, MARK_FAILED, ActionForm, seal
 from oxide_batch.admin.proposals import proposal_display, recovery_outcome, unfinished_steps
 from oxide_batch.admin.results import Attempt, attempt, report_left_out, say, snapshot_now
-from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.recovery import RecoveryDisposition
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
@@ -92,9 +90,8 @@ from oxide_batch.roles import (
     STOP_EXECUTION,
     perm,
 )
+from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
 
 __all__ = [
     "EXECUTION_ACTIONS",
@@ -607,9 +604,7 @@ class ExecutionActions(_ActionsMixin):
     def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
         """One service call per row to act on, in order; each row's result or
         refusal is kept for the page to say."""
-        service = OperatorService(
-            DjangoJobRepository(), stale_after=batch_settings.RECOVERY_STALE_AFTER
-        )
+        service = bootstrap.operator_service()
         actor = Actor.for_user(request.user)
         attempts = []
         for row in form.row_inputs():
@@ -680,7 +675,7 @@ class InstanceActions(_ActionsMixin):
         ]
 
     def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
-        service = RetentionService()
+        service = bootstrap.retention_service()
         actor = Actor.for_user(request.user)
         act = service.place_hold if spec.name == "hold" else service.release_hold
         return [

@@ -35,14 +35,13 @@ from oxide_batch.domain.errors import ExecutionNotStale
 from oxide_batch.domain.evidence import STOP_RECORDABLE, RecoveryProposal
 from oxide_batch.domain.lifecycle import ABANDONABLE
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
     RECOVER_EXECUTION,
     STOP_EXECUTION,
 )
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services import bootstrap
 
 S = BatchStatus
 
@@ -226,7 +225,7 @@ def execution_choices(
     read here (one unit of work, one statement) unless ``read_proposal`` is false."""
     status = _status(row)
     if status in UNRESOLVED_STATUSES and proposal is None and read_proposal:
-        proposal = OperatorService(DjangoJobRepository()).propose(_pk(row))
+        proposal = bootstrap.operator_service().propose(_pk(row))
     if status not in UNRESOLVED_STATUSES:
         recover: str | None = _not_recoverable(status)
     elif proposal is None:
@@ -267,7 +266,7 @@ def proposals_for(rows: Iterable[Any]) -> dict[int, RecoveryProposal]:
     wanted = [_pk(row) for row in rows if _status(row) in UNRESOLVED_STATUSES]
     if not wanted:
         return {}
-    return OperatorService(DjangoJobRepository()).propose_many(wanted)
+    return bootstrap.operator_service().propose_many(wanted)
 
 
 def action_choices_many(rows: Iterable[Any]) -> dict[int, list[ActionChoice]]:

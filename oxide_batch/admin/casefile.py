@@ -57,9 +57,8 @@ from oxide_batch.admin.proposals import latest_step_display
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT, Eligibility, RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import PERMISSIONS
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services import bootstrap
 
 TIMELINE_STEPS = 50
 TIMELINE_DECISIONS = 5
@@ -115,9 +114,7 @@ def proposal_for(obj: Any) -> RecoveryProposal | None:
     ``None`` for a finished one — read once per page, shared with the actions."""
     if obj.status not in UNRESOLVED:
         return None
-    return OperatorService(
-        DjangoJobRepository(), stale_after=batch_settings.RECOVERY_STALE_AFTER
-    ).propose(obj.pk)
+    return bootstrap.operator_service().propose(obj.pk)
 
 
 def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) -> SafeString:

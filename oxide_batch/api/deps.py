@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.repository.clock import Clock, SystemClock
+from oxide_batch.services import bootstrap
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.retention import RetentionService
 
@@ -14,15 +15,15 @@ clock: Clock = SystemClock()
 
 
 def repository() -> DjangoJobRepository:
-    return DjangoJobRepository(clock)
+    return bootstrap.repository(clock)
 
 
 def operator_service() -> OperatorService:
     """Stop, abandon, recover and recovery proposals (threshold: the setting
     ``OXIDE_BATCH_RECOVERY_STALE_AFTER``)."""
-    return OperatorService(repository())
+    return bootstrap.operator_service(repository())
 
 
 def retention_service() -> RetentionService:
     """Holds and the two-phase purge (minimum age: the setting ``OXIDE_BATCH_PURGE_MIN_AGE``)."""
-    return RetentionService(repository())
+    return bootstrap.retention_service(repository())

@@ -214,6 +214,35 @@ class RecoveryDecision:
     # The evidence it was taken on, with its times (``None`` before schema 6).
     evidence: Mapping[str, Any] | None = None
 
+    @classmethod
+    def of(
+        cls,
+        decision_id: int,
+        request: RecoveryRequest,
+        prior: JobExecution,
+        recovered: JobExecution,
+        *,
+        decided_at: datetime,
+        resolved_step_ids: tuple[int, ...],
+    ) -> RecoveryDecision:
+        """The record of ``request`` applied to ``prior`` (which became
+        ``recovered``) at ``decided_at``, resolving those steps."""
+        return cls(
+            id=decision_id,
+            job_execution_id=prior.id,
+            execution_version=prior.version,
+            prior_status=prior.status,
+            resulting_status=recovered.status,
+            reason_code=request.reason_code,
+            operator_reference=request.operator_reference,
+            evidence_digest=request.evidence_digest,
+            decided_at=decided_at,
+            resolved_step_ids=resolved_step_ids,
+            eligibility=request.eligibility,
+            override_note=request.override_note,
+            evidence=request.evidence,
+        )
+
     @property
     def overridden(self) -> bool:
         """Whether an operator's override (and its note) allowed it."""

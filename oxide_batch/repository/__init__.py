@@ -2,7 +2,7 @@
 
 from oxide_batch.repository.adapter import DjangoJobRepository, DjangoUnitOfWork
 from oxide_batch.repository.clock import Clock, FixedClock, SystemClock
-from oxide_batch.repository.port import JobRepository, UnitOfWork
+from oxide_batch.repository.port import JobRepository, UnitOfWork, UnitOfWorkFactory
 
 __all__ = [
     "Clock",
@@ -12,4 +12,5 @@ __all__ = [
     "JobRepository",
     "SystemClock",
     "UnitOfWork",
+    "UnitOfWorkFactory",
 ]

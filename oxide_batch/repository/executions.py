@@ -454,20 +454,13 @@ class ExecutionOperations(DefinitionOperations):
             )
         result = RecoveryResult(
             execution=dataclasses.replace(recovered, recovery_decision_id=decision.pk),
-            decision=RecoveryDecision(
-                id=decision.pk,
-                job_execution_id=pk,
-                execution_version=prior.version,
-                prior_status=prior.status,
-                resulting_status=recovered.status,
-                reason_code=request.reason_code,
-                operator_reference=request.operator_reference,
-                evidence_digest=request.evidence_digest,
+            decision=RecoveryDecision.of(
+                decision.pk,
+                request,
+                prior,
+                recovered,
                 decided_at=now,
                 resolved_step_ids=resolved_ids,
-                eligibility=request.eligibility,
-                override_note=request.override_note,
-                evidence=request.evidence,
             ),
         )
         actor = events.Actor("operator", operator_user_id)

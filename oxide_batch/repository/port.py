@@ -4,15 +4,22 @@ Every mutation is a compare-and-swap: it names the version it observed and
 raises ``StaleVersion`` (expected, actual) when the row moved. Operations
 return immutable domain values, never model instances, and are provisional
 until ``commit()`` succeeds.
+
+The port is split along its aggregates, one Protocol each (``Executions``,
+``Control``, ``OperatorAudit``, ``AdminHistory``, ``Steps``, ``Definitions``,
+``Flow``, ``Partitions``, ``Holds``, ``Purge``) over ``Transaction``;
+``UnitOfWork`` is all of them. A service types its unit of work against the
+ones it uses and is given a ``UnitOfWorkFactory`` of that kind, so an
+in-memory fake of just those satisfies it (tests/fakes/, decision 169).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar
 
 from oxide_batch.domain import events
 from oxide_batch.domain.definitions import DefinitionRegistration, JobDefinition, UpgradeEdge
@@ -49,6 +56,7 @@ from oxide_batch.domain.retention import (
     RetentionRecordDraft,
 )
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.repository.clock import Clock
 
 if TYPE_CHECKING:
     from oxide_batch.repository.steps import StepState
@@ -91,13 +99,27 @@ def read(method: M) -> M:
     return method
 
 
-class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
-    """One transaction; leaving the ``with`` block without ``commit()`` rolls back."""
+class Transaction(Protocol):
+    """One transaction; leaving the ``with`` block without ``commit()`` rolls back.
+    ``now()`` is the repository clock every operation stamps with."""
 
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
-    def write_control(self, job_execution_id: int | None = None) -> WriteControl | None: ...
+    def now(self) -> datetime: ...
 
+
+class Executions(Protocol):
+    """Job instances and their attempts: launch, restart, the lifecycle CAS and
+    exit enrichment, and what a runtime write answers with."""
+
+    def write_control(self, job_execution_id: int | None = None) -> WriteControl | None: ...
     @mutation(events.InstanceCreated)
     def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection: ...
     @read
@@ -131,6 +153,13 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str
     ) -> JobExecution: ...
+    def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None: ...
+
+
+class Control(Protocol):
+    """Stop requests, ownership, control observation, recovery evidence and the
+    audited recovery itself (contract §2.5.1, §2.5.2, §2.5.4–§2.5.6)."""
+
     @mutation(events.ExecutionTransitioned, events.RecoveryApplied)
     def recover_job_execution(
         self,
@@ -141,7 +170,6 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     ) -> RecoveryResult: ...
     @read
     def recovery_decision(self, job_execution_id: int) -> RecoveryDecision | None: ...
-
     @mutation(events.StopRequested)
     def request_execution_stop(
         self, job_execution_id: int, expected_version: int, actor: str
@@ -163,17 +191,29 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         self, job_execution_ids: Sequence[int]
     ) -> dict[int, RecoveryEvidence]: ...
 
+
+class OperatorAudit(Protocol):
+    """The operator requests' audit rows: append-only, unique per ``(action, operation_id)``."""
+
     @read
     def find_operator_request(
         self, action: OperatorAction, operation_id: str
     ) -> OperatorRecord | None: ...
     @mutation(events.OperatorRequestRecorded)
     def append_operator_request(self, draft: OperatorRecordDraft) -> OperatorRecord | None: ...
-    def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None: ...
+
+
+class AdminHistory(Protocol):
+    """The admin's own history of an operator's action, committed with it."""
+
     @mutation(events.AdminHistoryRecorded)
     def record_admin_history(
         self, *, actor: str, user_id: int | None, target: str, object_id: int, message: str
     ) -> bool: ...
+
+
+class Steps(Protocol):
+    """Step executions: create, the lifecycle CAS, chunk commits and their durable state."""
 
     @mutation(events.StepCreated, events.StepTransitioned)
     def create_step_execution(
@@ -218,6 +258,10 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def step_state(self, step_execution_id: int) -> StepState: ...
     def created_step_state(self, step_execution_id: int) -> StepState | None: ...
 
+
+class Definitions(Protocol):
+    """Job definitions and their upgrade edges."""
+
     @mutation(events.DefinitionRegistered)
     def register_definition(
         self, job_name: str, revision: str, manifest: Any
@@ -226,6 +270,10 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def get_definition(self, digest: str, *, job_name: str | None = None) -> JobDefinition: ...
     @mutation(events.DefinitionUpgradeRegistered)
     def register_definition_upgrade(self, edge: UpgradeEdge) -> bool: ...
+
+
+class Flow(Protocol):
+    """Flow steps and the flow's committed decisions."""
 
     @mutation(events.StepCreated, events.StepTransitioned)
     def create_flow_step_execution(
@@ -254,6 +302,10 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     @read
     def flow_decisions(self, job_execution_id: int) -> list[FlowDecision]: ...
 
+
+class Partitions(Protocol):
+    """A partitioned step's plan, its workers' assignments and the aggregate."""
+
     @mutation(events.PartitionPlanCreated)
     def create_step_partition_plan(
         self, step_execution_id: int, entries: Sequence[PartitionPlanEntry]
@@ -277,7 +329,9 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
         self, source_step_execution_id: int | None, target_step_execution_id: int
     ) -> list[StepPartition]: ...
 
-    def now(self) -> datetime: ...
+
+class Holds(Protocol):
+    """Retention holds and the retention audit (contract §2.5.10, §2.5.9)."""
 
     @read
     def job_instance_hold(self, job_instance_id: int) -> RetentionHold | None: ...
@@ -297,6 +351,11 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     ) -> dict[str, RetentionRecord]: ...
     @mutation(events.RetentionRecorded)
     def append_retention_record(self, draft: RetentionRecordDraft) -> RetentionRecord | None: ...
+
+
+class Purge(Protocol):
+    """The two-phase purge and audit pruning (contract §2.5.11, §2.5.12)."""
+
     @read
     def purge_survey(self, criteria: PurgeCriteria, *, min_age: timedelta) -> PurgePlan: ...
     @mutation(events.PurgeApplied)
@@ -305,6 +364,36 @@ class UnitOfWork(AbstractContextManager["UnitOfWork"], Protocol):
     def prune_audit(self, before: datetime, *, limit: int) -> dict[str, int]: ...
     @read
     def count_prunable_audit(self, before: datetime) -> dict[str, int]: ...
+
+
+class UnitOfWork(
+    Transaction,
+    Executions,
+    Control,
+    OperatorAudit,
+    AdminHistory,
+    Steps,
+    Definitions,
+    Flow,
+    Partitions,
+    Holds,
+    Purge,
+    Protocol,
+):
+    """The whole port: one transaction over every aggregate (what the runtime
+    API and the Django adapter deal in). A service types its unit of work
+    against the aggregates it uses (e.g. ``OperatorWork``)."""
+
+
+W_co = TypeVar("W_co", bound=Transaction, covariant=True)
+
+
+class UnitOfWorkFactory(Protocol[W_co]):
+    """What a service is given: a clock and units of work of the kind it needs."""
+
+    @property
+    def clock(self) -> Clock: ...
+    def begin(self) -> W_co: ...
 
 
 class JobRepository(Protocol):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain import events
@@ -53,7 +53,15 @@ from oxide_batch.domain.recovery import (
     validate_override_note,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
-from oxide_batch.repository import DjangoJobRepository, DjangoUnitOfWork, hooks
+from oxide_batch.repository import hooks
+from oxide_batch.repository.port import (
+    AdminHistory,
+    Control,
+    Executions,
+    OperatorAudit,
+    Transaction,
+    UnitOfWorkFactory,
+)
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
@@ -123,12 +131,19 @@ class _Request:
     reason_code: str | None = None
 
 
+class OperatorWork(Transaction, Executions, Control, OperatorAudit, AdminHistory, Protocol):
+    """What the operator actions use of the repository port: executions, their
+    control and recovery, the operator audit and the admin history, in one
+    transaction (the Django adapter's unit of work, or the tests' in-memory fake)."""
+
+
 class OperatorService:
-    """Stop, abandon and recover executions on behalf of an authenticated actor."""
+    """Stop, abandon and recover executions on behalf of an authenticated actor.
+    Built by :func:`oxide_batch.services.bootstrap.operator_service`."""
 
     def __init__(
         self,
-        repository: DjangoJobRepository,
+        repository: UnitOfWorkFactory[OperatorWork],
         *,
         stale_after: timedelta | None = None,
         lease_ttl: timedelta | None = None,
@@ -179,7 +194,7 @@ class OperatorService:
             OperatorAction.STOP, execution_id, expected_version, actor, operation_id
         )
 
-        def effect(uow: DjangoUnitOfWork) -> _Effect:
+        def effect(uow: OperatorWork) -> _Effect:
             stopped = uow.request_execution_stop(execution_id, expected_version, actor.reference)
             execution = stopped.execution.execution
             return _Effect(execution, stopped.changed, execution.status)
@@ -207,7 +222,7 @@ class OperatorService:
             reason_code=validate_reason_code(reason_code),
         )
 
-        def effect(uow: DjangoUnitOfWork) -> _Effect:
+        def effect(uow: OperatorWork) -> _Effect:
             current = uow.get_job_execution(execution_id)
             if current.status is S.ABANDONED:
                 return _Effect(current, False, current.status)
@@ -267,7 +282,7 @@ class OperatorService:
             arguments=arguments,
         )
 
-        def effect(uow: DjangoUnitOfWork) -> _Effect:
+        def effect(uow: OperatorWork) -> _Effect:
             evidence = uow.recovery_evidence(execution_id, lock=True)
             proposal = self._propose(evidence, uow.now())
             eligibility = check_recovery(
@@ -351,7 +366,7 @@ class OperatorService:
         )
 
     def _execute(
-        self, request: _Request, effect: Callable[[DjangoUnitOfWork], _Effect]
+        self, request: _Request, effect: Callable[[OperatorWork], _Effect]
     ) -> OperatorResult:
         replayed = self._replay(request)
         if replayed is not None:

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain import events
@@ -43,7 +43,14 @@ from oxide_batch.domain.retention import (
     purge_statuses,
 )
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.repository import DjangoJobRepository, JobRepository, UnitOfWork, hooks
+from oxide_batch.repository import hooks
+from oxide_batch.repository.port import (
+    AdminHistory,
+    Holds,
+    Purge,
+    Transaction,
+    UnitOfWorkFactory,
+)
 from oxide_batch.services.audit import (
     Actor,
     Outcome,
@@ -123,15 +130,21 @@ def _hold_from_record(record: RetentionRecord) -> RetentionHold | None:
     )
 
 
+class RetentionWork(Transaction, Holds, Purge, AdminHistory, Protocol):
+    """What the retention use cases use of the repository port: holds, the
+    retention audit, the purge and audit pruning, and the admin history."""
+
+
 class RetentionService:
-    """Holds, purge survey/apply and audit pruning on one repository."""
+    """Holds, purge survey/apply and audit pruning on one repository. Built by
+    :func:`oxide_batch.services.bootstrap.retention_service`."""
 
     def __init__(
-        self, repository: JobRepository | None = None, *, min_age: timedelta | None = None
+        self, repository: UnitOfWorkFactory[RetentionWork], *, min_age: timedelta | None = None
     ) -> None:
         """``min_age`` defaults to the setting ``OXIDE_BATCH_PURGE_MIN_AGE``, read
         at each call (so tests may override it)."""
-        self.repository: JobRepository = repository or DjangoJobRepository()
+        self.repository = repository
         self._min_age = min_age
 
     @property
@@ -187,7 +200,7 @@ class RetentionService:
             job_instance_id=instance_id,
         )
 
-        def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, RetentionHold | None]:
+        def act(uow: RetentionWork) -> tuple[RetentionRecordDraft, RetentionHold | None]:
             if action is RetentionAction.HOLD:
                 hold: RetentionHold | None = uow.place_instance_hold(
                     instance_id, actor, reason_code
@@ -256,7 +269,7 @@ class RetentionService:
             batch_bound=plan.criteria.bound,
         )
 
-        def act(uow: UnitOfWork) -> tuple[RetentionRecordDraft, None]:
+        def act(uow: RetentionWork) -> tuple[RetentionRecordDraft, None]:
             try:
                 counts = uow.apply_purge(plan, min_age=self.min_age)
             except Exception as error:
@@ -329,7 +342,7 @@ class RetentionService:
     def _audited(
         self,
         draft: RetentionRecordDraft,
-        act: Callable[[UnitOfWork], tuple[RetentionRecordDraft, RetentionHold | None]],
+        act: Callable[[RetentionWork], tuple[RetentionRecordDraft, RetentionHold | None]],
         *,
         also_replays: str | None = None,
     ) -> RetentionResult:

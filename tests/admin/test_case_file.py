@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from oxide_batch import models
+from oxide_batch.services.bootstrap import operator_service
 
 pytestmark = pytest.mark.django_db
 
@@ -86,10 +87,9 @@ def test_the_timeline_is_in_time_order_from_the_durable_timestamps(admin_client,
 def test_after_a_recovery_the_page_links_the_decision_and_resolves_the_steps(admin_client, demo):
     from oxide_batch.repository import DjangoJobRepository
     from oxide_batch.services.audit import Actor
-    from oxide_batch.services.operator import OperatorService
 
     stale = models.JobExecution.objects.get(job_name="customer_sync")
-    service = OperatorService(DjangoJobRepository())
+    service = operator_service(DjangoJobRepository())
     proposal = service.propose(stale.pk)
     from oxide_batch.domain.recovery import RecoveryDisposition
 

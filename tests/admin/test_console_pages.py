@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from oxide_batch import models
+from oxide_batch.services.bootstrap import operator_service, retention_service
 
 pytestmark = pytest.mark.django_db
 
@@ -106,10 +107,9 @@ def _recovered() -> tuple[models.JobExecution, models.RecoveryDecision]:
     from oxide_batch.domain.recovery import RecoveryDisposition
     from oxide_batch.repository import DjangoJobRepository
     from oxide_batch.services.audit import Actor
-    from oxide_batch.services.operator import OperatorService
 
     stale = models.JobExecution.objects.get(job_name="customer_sync")
-    service = OperatorService(DjangoJobRepository())
+    service = operator_service(DjangoJobRepository())
     proposal = service.propose(stale.pk)
     service.recover(
         stale.pk,
@@ -155,10 +155,9 @@ def test_a_partition_links_its_worker_step(admin_client, demo):
 )
 def test_audit_times_are_utc_with_a_relative_reading(admin_client, demo, name):
     from oxide_batch.services.audit import Actor
-    from oxide_batch.services.retention import RetentionService
 
     stale, _ = _recovered()
-    RetentionService().place_hold(
+    retention_service().place_hold(
         stale.job_instance_id, actor=Actor("opal"), reason_code="AUDIT", operation_id="hold-1"
     )
     listing = admin_client.get(reverse(f"admin:oxide_batch_{name}_changelist")).content.decode()

@@ -26,8 +26,8 @@ from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def _listed(html: str) -> set[int]:
 
 
 def _service() -> OperatorService:
-    return OperatorService(DjangoJobRepository())
+    return operator_service(DjangoJobRepository())
 
 
 def _abandon(pk: int, actor: str = "user:otto", operation: str = "abandon-1") -> None:
@@ -180,7 +180,7 @@ def test_the_case_file_of_an_abandoned_held_failure_reads_a_constant_number_of_q
     _abandon(failed.id)
     admin_client.get(url)
     before = count()
-    retention = RetentionService(DjangoJobRepository())
+    retention = retention_service(DjangoJobRepository())
     for index in range(3):  # holds placed and released, a rerun: more timeline rows
         for action in (retention.place_hold, retention.release_hold):
             action(
@@ -322,7 +322,7 @@ def test_the_last_activity_is_the_proposals_on_an_unresolved_execution(admin_cli
 
 def test_the_timeline_has_the_stop_the_abandon_and_the_hold_with_who_and_why(admin_client, demo):
     _, failed = _failed("story_job")
-    RetentionService(DjangoJobRepository()).place_hold(
+    retention_service(DjangoJobRepository()).place_hold(
         failed.job_instance_id,
         actor=Actor("user:hana", None),
         reason_code="LEGAL_HOLD",

@@ -15,8 +15,7 @@ from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus, RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from oxide_batch.templatetags.oxide_history import audit_links
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +40,7 @@ def olga() -> tuple[Client, Actor]:
 def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga):
     client, actor = olga
     execution = stuck()
-    service = OperatorService(DjangoJobRepository(), stale_after=timedelta(minutes=15))
+    service = operator_service(DjangoJobRepository(), stale_after=timedelta(minutes=15))
     proposal = service.propose(execution.pk)
     result = service.recover(
         execution.pk,
@@ -70,7 +69,7 @@ def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga)
 def test_an_instances_history_lists_its_holds(olga):
     client, actor = olga
     execution = stuck()
-    retention = RetentionService(DjangoJobRepository())
+    retention = retention_service(DjangoJobRepository())
     placed = retention.place_hold(
         execution.job_instance_id, actor=actor, reason_code="LEGAL_HOLD", operation_id="h-1"
     )
@@ -103,7 +102,7 @@ def test_the_watchdogs_decision_is_on_the_timeline_and_in_the_audit_list(olga):
     of the execution's timeline and a row of the recovery decisions."""
     client, _ = olga
     execution = stuck()
-    service = OperatorService(DjangoJobRepository(), stale_after=timedelta(minutes=15))
+    service = operator_service(DjangoJobRepository(), stale_after=timedelta(minutes=15))
     proposal = service.propose(execution.pk)
     result = service.recover(
         execution.pk,

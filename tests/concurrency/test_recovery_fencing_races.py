@@ -26,6 +26,7 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.services.audit import Actor
+from oxide_batch.services.bootstrap import operator_service
 from oxide_batch.services.operator import OperatorService
 from tests.concurrency.test_control_races import in_order
 from tests.helpers import failure, key, launch, move
@@ -120,7 +121,7 @@ def refused(call) -> BaseException:
 
 @pytest.mark.parametrize("late_write", [late_chunk, late_completion], ids=["chunk", "transition"])
 def test_recovery_first_fences_the_late_write_of_the_old_worker(repo, clock, late_write):
-    service = OperatorService(repo)
+    service = operator_service(repo)
     execution, step = orphan_with_a_running_step(repo, clock, f"first-{late_write.__name__}")
 
     result, outcome = in_order(
@@ -144,7 +145,7 @@ def test_recovery_first_fences_the_late_write_of_the_old_worker(repo, clock, lat
 
 
 def test_the_write_first_makes_the_recovery_evidence_stale(repo, clock):
-    service = OperatorService(repo)
+    service = operator_service(repo)
     execution, step = orphan_with_a_running_step(repo, clock, "write-first", unknown=True)
     proposal = service.propose(execution.id)
     assert proposal.eligible

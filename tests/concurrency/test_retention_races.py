@@ -17,7 +17,7 @@ from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import retention_service
 from tests.concurrency.support import admin_connection, run_in_threads, waiting_on_locks
 from tests.repository.test_retention import DAY, build_instance, rows_of
 
@@ -29,7 +29,7 @@ HOLD_OPEN_SECONDS = 0.5
 
 @pytest.fixture
 def service(repo):
-    return RetentionService(repo, min_age=timedelta(0))
+    return retention_service(repo, min_age=timedelta(0))
 
 
 def race(service, plan, contend):

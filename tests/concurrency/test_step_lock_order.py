@@ -25,7 +25,7 @@ from oxide_batch.domain.errors import RecoveryEvidenceStale
 from oxide_batch.domain.partitions import PartitionPlanEntry
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 from tests.concurrency.support import admin_connection, run_in_threads, waiting_on_locks
 from tests.faults.test_deadlock import deadlocks
 from tests.helpers import key, launch, move
@@ -58,7 +58,7 @@ def worker_below_its_parent(repo, clock) -> dict[str, Any]:
 
 def test_recovery_and_a_partition_completion_never_deadlock(repo, clock):
     world = worker_below_its_parent(repo, clock)
-    service = OperatorService(repo)
+    service = operator_service(repo)
     proposal = service.propose(world["execution"].id)
     assert proposal.eligible
     holder = admin_connection()

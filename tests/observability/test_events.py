@@ -26,8 +26,7 @@ from oxide_batch.observability import metrics
 from oxide_batch.observability.observer import OBSERVER
 from oxide_batch.repository.hooks import OperationEvent
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from tests.conftest import accounts_fixture
 from tests.helpers import key, launch, move
 
@@ -65,8 +64,8 @@ def test_a_launch_recovery_purge_story_emits_the_catalogued_events_in_order(
     repo, clock, events, fresh_metrics, schema_row, settings
 ):
     settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(0)
-    operator = OperatorService(repo, stale_after=timedelta(minutes=15))
-    retention = RetentionService(repo)
+    operator = operator_service(repo, stale_after=timedelta(minutes=15))
+    retention = retention_service(repo)
 
     execution = launch(repo, sentinel_key())
     with repo.begin() as uow:
@@ -221,7 +220,7 @@ def test_events_wait_for_the_outermost_commit(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stop_request_and_its_observation(repo, clock, events, fresh_metrics, schema_row):
-    operator = OperatorService(repo, stale_after=timedelta(minutes=15))
+    operator = operator_service(repo, stale_after=timedelta(minutes=15))
     execution = launch(repo)
     with repo.begin() as uow:
         uow.claim_execution_owner(execution.id, 0, OWNER)
@@ -348,7 +347,7 @@ def test_a_stale_purge_batch_is_reported_failed_at_once(
     """The retention service reports the failed batch (``hooks.report``): the
     event and the purge alert's counter, with the plan's candidates."""
     settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(0)
-    retention = RetentionService(repo)
+    retention = retention_service(repo)
     execution = move(repo, move(repo, launch(repo), S.STARTED, clock=clock), S.COMPLETED)
     clock.advance(timedelta(minutes=1))
     plan = retention.survey(cutoff=clock.now())

@@ -16,8 +16,7 @@ from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import InvalidState, StaleVersion
 from oxide_batch.observability import metrics
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from tests.conftest import accounts_fixture, on_postgres
 from tests.helpers import key, launch, move
 
@@ -75,8 +74,8 @@ def workload(repo, clock, settings, fresh_metrics, schema_row, superuser_client)
     few HTTP requests, then one scrape."""
     settings.OXIDE_BATCH_PURGE_MIN_AGE = timedelta(0)
     settings.OXIDE_BATCH_METRICS_GAUGE_TTL = timedelta(0)
-    operator = OperatorService(repo, stale_after=timedelta(minutes=15))
-    retention = RetentionService(repo)
+    operator = operator_service(repo, stale_after=timedelta(minutes=15))
+    retention = retention_service(repo)
     done = move(repo, launch(repo, key(run="a")), S.STARTED, S.COMPLETED, clock=clock)
     failed = move(repo, launch(repo, key(run="b")), S.STARTED, S.FAILED, clock=clock)
     running = move(repo, launch(repo, key(run="c")), S.STARTED, clock=clock)

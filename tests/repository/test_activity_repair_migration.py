@@ -19,7 +19,7 @@ from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 
 pytestmark = pytest.mark.django_db
 migration = importlib.import_module("oxide_batch.migrations.0020_abandon_stamped_activity")
@@ -35,7 +35,7 @@ def repair() -> None:
 
 def abandon(pk: int, operation: str) -> models.OperatorRequest:
     execution = models.JobExecution.objects.get(pk=pk)
-    OperatorService(DjangoJobRepository()).abandon(
+    operator_service(DjangoJobRepository()).abandon(
         pk,
         expected_version=execution.version,
         reason_code="RERUN_NOT_NEEDED",
@@ -94,7 +94,7 @@ def test_after_a_recovery_the_steps_newest_write_stands_in() -> None:
         .values_list("last_activity_at", flat=True)
         .first()
     )
-    service = OperatorService(DjangoJobRepository())
+    service = operator_service(DjangoJobRepository())
     proposal = service.propose(running.id)
     service.recover(
         running.id,

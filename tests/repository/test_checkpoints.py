@@ -1,5 +1,7 @@
 """Chunk commits, checkpoints and contexts, and restart state takeover
-(contract §2.3.3, §2.3.2; contract scenarios 5.5, 5.6, 12.6, 12.7, 13.1)."""
+(contract §2.3.3, §2.3.2; contract scenarios 5.5, 5.6, 12.6, 12.7, 13.1): the port's
+behavioural contract, on the Django adapter and the in-memory fake (``contract``);
+stored rows, statements, limits and definition upgrades are the adapter's (``adapter``)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from oxide_batch.repository import DjangoJobRepository
 from tests.conftest import on_postgres
 from tests.helpers import key, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 
 
@@ -115,6 +117,7 @@ def test_count_overflow_is_count_exhausted(repo, running_step):
             uow.commit_chunk(step.id, step.version, ExecutionCounts(read=1))
 
 
+@pytest.mark.adapter
 def test_the_repository_limits_bound_envelopes(running_step, clock):
     _, step = running_step
     small = DjangoJobRepository(clock, state_limits=StateLimits(max_bytes=80, max_depth=3))
@@ -133,6 +136,7 @@ def test_the_repository_limits_bound_envelopes(running_step, clock):
             uow.commit_chunk(step.id, step.version, chunk(1), context=deep)
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(
     "tamper",
     [
@@ -152,6 +156,7 @@ def test_a_tampered_or_malformed_stored_envelope_fails_closed(repo, running_step
         uow.step_state(step.id)
 
 
+@pytest.mark.adapter
 def test_a_chunk_commit_is_one_locking_read_and_one_write(repo, running_step):
     _, step = running_step
     with repo.begin() as uow, CaptureQueriesContext(connection) as queries:
@@ -246,6 +251,7 @@ def upgraded_restart(repo, clock, mapping):
     return fail_and_restart(repo, clock, first, definition_digest=v2.digest)
 
 
+@pytest.mark.adapter
 def test_an_upgraded_restart_takes_over_the_mapped_step(repo, clock):
     """Contract scenario 12.6."""
     restart = upgraded_restart(repo, clock, {"import-v1": "import-v2"})
@@ -256,6 +262,7 @@ def test_an_upgraded_restart_takes_over_the_mapped_step(repo, clock):
     assert resumed.counts.committed == 1
 
 
+@pytest.mark.adapter
 def test_an_edge_without_a_mapping_for_a_step_with_earlier_state_is_invalid(repo, clock):
     restart = upgraded_restart(repo, clock, {"something-else": "import-v2"})
     with repo.begin() as uow, pytest.raises(InvalidDefinitionUpgrade) as error:
@@ -263,6 +270,7 @@ def test_an_edge_without_a_mapping_for_a_step_with_earlier_state_is_invalid(repo
     assert error.value.execution_id == restart.id
 
 
+@pytest.mark.adapter
 def test_a_mapped_source_step_without_a_row_is_restart_state_not_found(repo, clock):
     restart = upgraded_restart(repo, clock, {"never-ran": "import-v2"})
     with repo.begin() as uow, pytest.raises(RestartStateNotFound) as error:
@@ -270,6 +278,7 @@ def test_a_mapped_source_step_without_a_row_is_restart_state_not_found(repo, clo
     assert (error.value.execution_id, error.value.step_name) == (restart.id, "import-v2")
 
 
+@pytest.mark.adapter
 def test_an_unmapped_new_step_of_an_upgraded_restart_starts_fresh(repo, clock):
     restart = upgraded_restart(repo, clock, {"import-v1": "import-v2"})
     with repo.begin() as uow:
@@ -277,6 +286,7 @@ def test_an_unmapped_new_step_of_an_upgraded_restart_starts_fresh(repo, clock):
     assert fresh.counts == ExecutionCounts()
 
 
+@pytest.mark.adapter
 def test_takeover_costs_one_extra_query(repo, clock, running_step):
     execution, step = running_step
     commit_chunks(repo, step, (2, 2))

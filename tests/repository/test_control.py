@@ -1,17 +1,19 @@
 """Stop requests, ownership evidence and control observation in the repository
-(contract §2.5.1, §2.5.2, §2.5.3, §4.1; contract scenarios 6.1, 6.2)."""
+(contract §2.5.1, §2.5.2, §2.5.3, §4.1; contract scenarios 6.1, 6.2): the port's
+behavioural contract, on the Django adapter and the in-memory fake
+(``contract``); the statements each takes are the adapter's (``adapter``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from oxide_batch import models
 from oxide_batch.domain import BatchStatus, JobExecution, LifecycleTransition
 from oxide_batch.domain.errors import (
     EmptyName,
@@ -24,11 +26,10 @@ from oxide_batch.domain.errors import (
     VersionAhead,
 )
 from oxide_batch.domain.evidence import ExecutionView
-from oxide_batch.repository import DjangoJobRepository
 from tests.conftest import on_postgres
-from tests.helpers import key, launch, move
+from tests.helpers import Repository, key, launch, move, stored_execution
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 OWNER = b"\x01" * 16
 OTHER = b"\x02" * 16
@@ -42,8 +43,9 @@ def sql_of(operation: Callable[[], object]) -> list[str]:
     return [query["sql"] for query in queries.captured_queries]
 
 
-def row(execution: JobExecution | ExecutionView) -> models.JobExecution:
-    return models.JobExecution.objects.get(pk=execution.id)
+def row(repo: Repository, execution: JobExecution | ExecutionView) -> Any:
+    """The execution's committed row (``stored_execution``)."""
+    return stored_execution(repo, execution.id)
 
 
 def in_status(repo, clock, status: BatchStatus) -> JobExecution:
@@ -68,9 +70,7 @@ def stop(repo, execution_id: int, version: int, actor: str = ACTOR):
     return result
 
 
-def claim(
-    repo: DjangoJobRepository, execution_id: int, version: int, token: bytes = OWNER
-) -> ExecutionView:
+def claim(repo: Repository, execution_id: int, version: int, token: bytes = OWNER) -> ExecutionView:
     with repo.begin() as uow:
         claimed = uow.claim_execution_owner(execution_id, version, token)
         uow.commit()
@@ -112,7 +112,7 @@ def test_6_1_owner_comparison_and_stop_observation_are_atomic(repo, clock):
     assert (control.owner_matches, control.stop_requested) == (True, True)
     assert control.execution.status is S.STOPPING
     assert control.execution.version == 1
-    assert row(execution).status == "STOPPING"
+    assert row(repo, execution).status == "STOPPING"
 
 
 # ------------------------------------------------------------------ stop requests
@@ -123,7 +123,7 @@ def test_a_stop_request_records_who_and_when_without_changing_status_version_or_
     repo, clock, status
 ):
     execution = in_status(repo, clock, status)
-    before = row(execution)
+    before = row(repo, execution)
     clock.advance(timedelta(minutes=5))
     result = stop(repo, execution.id, execution.version)
     assert result.changed is True
@@ -131,7 +131,7 @@ def test_a_stop_request_records_who_and_when_without_changing_status_version_or_
     assert result.execution.stop_requested_at == clock.now()
     assert result.execution.stop_requested_by == ACTOR
     assert result.execution.execution == execution
-    after = row(execution)
+    after = row(repo, execution)
     assert (after.stop_requested_at, after.stop_requested_by) == (clock.now(), ACTOR)
     assert (after.status, after.version) == (status.value, execution.version)
     assert after.updated_at == before.updated_at
@@ -144,7 +144,7 @@ def test_a_second_stop_request_overwrites_who_and_when(repo, clock):
     clock.advance(timedelta(seconds=30))
     second = stop(repo, execution.id, execution.version, "operator:second")
     assert second.changed
-    after = row(execution)
+    after = row(repo, execution)
     assert (after.stop_requested_at, after.stop_requested_by) == (clock.now(), "operator:second")
 
 
@@ -158,7 +158,7 @@ def test_a_stop_request_does_not_disturb_the_runtimes_next_cas(repo, clock):
         )
         uow.commit()
     assert completed.status is S.COMPLETED
-    assert row(execution).stop_requested_at is not None
+    assert row(repo, execution).stop_requested_at is not None
 
 
 @pytest.mark.parametrize("status", [S.STARTING, S.STARTED])
@@ -167,11 +167,11 @@ def test_a_stop_request_with_a_stale_version_is_refused_and_writes_nothing(repo,
     with repo.begin() as uow, pytest.raises(VersionAhead) as ahead:
         uow.request_execution_stop(execution.id, execution.version + 1, ACTOR)
     assert (ahead.value.expected, ahead.value.actual) == (execution.version + 1, execution.version)
-    assert row(execution).stop_requested_at is None
+    assert row(repo, execution).stop_requested_at is None
     if execution.version > 0:
         with repo.begin() as uow, pytest.raises(StaleVersion):
             uow.request_execution_stop(execution.id, execution.version - 1, ACTOR)
-        assert row(execution).stop_requested_at is None
+        assert row(repo, execution).stop_requested_at is None
 
 
 @pytest.mark.parametrize(
@@ -179,12 +179,12 @@ def test_a_stop_request_with_a_stale_version_is_refused_and_writes_nothing(repo,
 )
 def test_6_2_a_stop_on_stopping_or_finished_is_a_no_op_without_a_version_check(repo, clock, status):
     execution = in_status(repo, clock, status)
-    before = row(execution)
+    before = row(repo, execution)
     result = stop(repo, execution.id, execution.version + 7)
     assert result.changed is False
     assert result.execution.execution == execution
     assert result.execution.stop_requested_at is None
-    after = row(execution)
+    after = row(repo, execution)
     assert after.stop_requested_at is None
     assert after.stop_requested_by is None
     assert (after.status, after.version, after.updated_at) == (
@@ -199,7 +199,7 @@ def test_a_stop_on_unknown_is_invalid_state(repo, clock):
     with repo.begin() as uow, pytest.raises(InvalidState) as refused:
         uow.request_execution_stop(execution.id, execution.version, ACTOR)
     assert (refused.value.id, refused.value.status) == (execution.id, S.UNKNOWN)
-    assert row(execution).stop_requested_at is None
+    assert row(repo, execution).stop_requested_at is None
 
 
 def test_a_stop_of_a_missing_execution_is_not_found(repo):
@@ -207,6 +207,7 @@ def test_a_stop_of_a_missing_execution_is_not_found(repo):
         uow.request_execution_stop(MISSING, 0, ACTOR)
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(("actor", "error"), [("", EmptyName), ("two words", InvalidCharacters)])
 def test_the_actor_is_validated_before_any_query(repo, clock, actor, error):
     execution = in_status(repo, clock, S.STARTED)
@@ -220,12 +221,12 @@ def test_the_actor_is_validated_before_any_query(repo, clock, actor, error):
 
 def test_a_claim_on_starting_records_the_token_without_bumping_the_version(repo, clock):
     execution = launch(repo)
-    before = row(execution)
+    before = row(repo, execution)
     clock.advance(timedelta(seconds=3))
     claimed = claim(repo, execution.id, 0)
     assert claimed.owner_recorded
     assert claimed.execution == execution
-    after = row(execution)
+    after = row(repo, execution)
     assert bytes(after.owner_token) == OWNER
     assert after.version == 0
     assert after.updated_at == before.updated_at
@@ -237,7 +238,7 @@ def test_claiming_again_with_the_same_token_is_idempotent(repo):
     claim(repo, execution.id, 0)
     again = claim(repo, execution.id, 0)
     assert again.owner_recorded
-    assert bytes(row(execution).owner_token) == OWNER
+    assert bytes(row(repo, execution).owner_token) == OWNER
 
 
 def test_another_token_never_takes_over(repo):
@@ -245,7 +246,7 @@ def test_another_token_never_takes_over(repo):
     claim(repo, execution.id, 0)
     with pytest.raises(ExecutionOwned):
         claim(repo, execution.id, 0, OTHER)
-    assert bytes(row(execution).owner_token) == OWNER
+    assert bytes(row(repo, execution).owner_token) == OWNER
 
 
 @pytest.mark.parametrize("status", [s for s in S if s is not S.STARTING], ids=str)
@@ -254,18 +255,18 @@ def test_a_claim_outside_starting_is_not_allowed(repo, clock, status):
     with repo.begin() as uow, pytest.raises(ExecutionOwnershipNotAllowed) as refused:
         uow.claim_execution_owner(execution.id, execution.version, OWNER)
     assert (refused.value.id, refused.value.status) == (execution.id, status)
-    assert row(execution).owner_token is None
+    assert row(repo, execution).owner_token is None
 
 
 def test_a_claim_with_a_stale_version_is_refused(repo, clock):
     execution = launch(repo)
     with repo.begin() as uow, pytest.raises(VersionAhead):  # a version it never had
         uow.claim_execution_owner(execution.id, 1, OWNER)
-    assert row(execution).owner_token is None
+    assert row(repo, execution).owner_token is None
     started = move(repo, execution, S.STARTED)
     with repo.begin() as uow, pytest.raises(StaleVersion):
         uow.claim_execution_owner(started.id, 0, OWNER)
-    assert row(execution).owner_token is None
+    assert row(repo, execution).owner_token is None
 
 
 def test_a_claim_of_a_missing_execution_is_not_found(repo):
@@ -303,7 +304,7 @@ def test_the_owners_observation_without_a_stop_is_activity_and_changes_nothing_e
     assert (control.owner_matches, control.stop_requested) == (True, False)
     assert control.execution.status is S.STARTED
     assert control.execution.version == execution.version
-    after = row(execution)
+    after = row(repo, execution)
     assert after.last_observed_at == after.last_activity_at == clock.now()
     assert (after.status, after.version) == ("STARTED", execution.version)
     assert control.execution.last_observed_at == clock.now()
@@ -315,12 +316,12 @@ def test_a_strangers_observation_is_recorded_but_is_not_activity_and_never_stops
     claim(repo, execution.id, 0)
     execution = move(repo, execution, S.STARTED, clock=clock)
     stop(repo, execution.id, execution.version)
-    activity = row(execution).last_activity_at
+    activity = row(repo, execution).last_activity_at
     clock.advance(timedelta(minutes=2))
     control = observe(repo, execution.id, OTHER)
     assert (control.owner_matches, control.stop_requested) == (False, True)
     assert control.execution.status is S.STARTED
-    after = row(execution)
+    after = row(repo, execution)
     assert after.last_observed_at == clock.now()
     assert after.last_activity_at == activity
     assert (after.status, after.version) == ("STARTED", execution.version)
@@ -346,7 +347,7 @@ def test_the_owner_seeing_a_stop_moves_to_stopping_in_the_same_transaction(repo,
     assert control.execution.status is S.STOPPING
     assert control.execution.version == execution.version + 1
     assert control.execution.execution.updated_at == clock.now()
-    after = row(execution)
+    after = row(repo, execution)
     assert (after.status, after.version, after.updated_at) == (
         "STOPPING",
         execution.version + 1,
@@ -376,7 +377,7 @@ def test_observing_a_finished_execution_records_the_observation_only(repo, clock
     control = observe(repo, execution.id)
     assert control.owner_matches
     assert control.execution.status is S.COMPLETED
-    assert row(execution).version == execution.version
+    assert row(repo, execution).version == execution.version
 
 
 def test_observing_a_missing_execution_is_not_found(repo):
@@ -388,10 +389,10 @@ def test_a_rolled_back_stop_request_leaves_nothing(repo, clock):
     execution = in_status(repo, clock, S.STARTED)
     with repo.begin() as uow:
         uow.request_execution_stop(execution.id, execution.version, ACTOR)
-    assert row(execution).stop_requested_at is None
+    assert row(repo, execution).stop_requested_at is None
 
 
-# ------------------------------------------------------------------ query budgets
+# ---------------------------------------------- query budgets (the adapter's own)
 
 
 def _is_locking_read(sql: str) -> bool:
@@ -401,6 +402,7 @@ def _is_locking_read(sql: str) -> bool:
     )
 
 
+@pytest.mark.adapter
 def test_an_applied_stop_is_one_locking_read_and_one_narrow_update(repo, clock):
     execution = in_status(repo, clock, S.STARTED)
     with repo.begin() as uow:
@@ -412,6 +414,7 @@ def test_an_applied_stop_is_one_locking_read_and_one_narrow_update(repo, clock):
         assert f'"{untouched}"' not in sql[1]
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize("status", [S.STOPPING, S.COMPLETED, S.UNKNOWN])
 def test_a_no_op_or_refused_stop_is_one_locking_read(repo, clock, status):
     execution = in_status(repo, clock, status)
@@ -422,6 +425,7 @@ def test_a_no_op_or_refused_stop_is_one_locking_read(repo, clock, status):
     assert len(queries.captured_queries) == 1
 
 
+@pytest.mark.adapter
 def test_claim_budgets(repo):
     execution = launch(repo)
     with repo.begin() as uow:
@@ -433,6 +437,7 @@ def test_claim_budgets(repo):
     assert len(again) == 1
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize("stops", [False, True])
 def test_an_observation_is_one_locking_read_and_one_update(repo, stops):
     execution = launch(repo)

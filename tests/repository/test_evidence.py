@@ -1,5 +1,8 @@
 """Recovery evidence, proposals and the unresolved-executions selector on the
-repository (contract §2.5.3, §2.5.4, §2.5.5; contract scenarios 5.7, 5.8)."""
+repository (contract §2.5.3, §2.5.4, §2.5.5; contract scenarios 5.7, 5.8). The
+evidence and proposals are the port's behavioural contract, on the Django adapter and
+the in-memory fake (``contract``); the selector, the statements and the partition and
+flow markers are the adapter's (``adapter``)."""
 
 from __future__ import annotations
 
@@ -55,7 +58,7 @@ from oxide_batch.selectors import (
 from tests.conftest import on_postgres
 from tests.helpers import key, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 D = RecoveryDisposition
 OWNER = b"\x01" * 16
@@ -192,6 +195,7 @@ def test_the_newest_step_write_is_the_latest_updated_at_of_any_step(repo, clock)
     assert evidence.inactivity(clock.now() + MINUTE) == MINUTE
 
 
+@pytest.mark.adapter
 def test_a_corrupt_checkpoint_is_reported_not_raised(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     step = chunk(repo, started_step(repo, execution))
@@ -233,6 +237,7 @@ def test_unknown_commit_when_the_latest_step_is_unknown(repo, clock):
     assert evidence.unknown_commit
 
 
+@pytest.mark.adapter
 def test_the_completed_partition_marker(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     parent = started_step(repo, execution, "partitioned")
@@ -254,6 +259,7 @@ def test_the_completed_partition_marker(repo, clock):
     assert evidence_of(repo, execution.id).completed_partition
 
 
+@pytest.mark.adapter
 def test_the_committed_flow_decision_marker(repo, clock):
     manifest = {
         "format": 2,
@@ -295,6 +301,7 @@ def test_the_evidence_of_a_missing_execution_is_not_found(repo):
             uow.recovery_evidence(10**12, lock=lock)
 
 
+@pytest.mark.adapter
 def test_reading_evidence_is_one_statement_and_three_when_locking(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     chunk(repo, started_step(repo, execution))
@@ -542,6 +549,7 @@ def _ids(now, inactive_for=15 * MINUTE, **options) -> list[int]:
     ]
 
 
+@pytest.mark.adapter
 def test_unresolved_executions_are_unknown_or_inactive_without_recent_step_writes(repo, clock):
     stale = move(repo, launch(repo, key(run="stale")), S.STARTED, clock=clock)
     unknown = move(repo, launch(repo, key(run="unknown")), S.STARTED, S.UNKNOWN, clock=clock)
@@ -558,6 +566,7 @@ def test_unresolved_executions_are_unknown_or_inactive_without_recent_step_write
     assert _ids(now, inactive_for=timedelta(hours=1)) == [unknown.id]
 
 
+@pytest.mark.adapter
 def test_the_cutoff_is_exclusive_for_activity_and_inclusive_for_step_writes(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     clock.advance(15 * MINUTE)
@@ -570,6 +579,7 @@ def test_the_cutoff_is_exclusive_for_activity_and_inclusive_for_step_writes(repo
     assert _ids(clock.now()) == []
 
 
+@pytest.mark.adapter
 def test_the_owners_observation_keeps_an_execution_resolved_a_strangers_does_not(repo, clock):
     execution = owned_started(repo, clock)
     clock.advance(20 * MINUTE)
@@ -583,6 +593,7 @@ def test_the_owners_observation_keeps_an_execution_resolved_a_strangers_does_not
     assert _ids(clock.now()) == []
 
 
+@pytest.mark.adapter
 def test_unresolved_executions_page_newest_first_by_keyset(repo, clock):
     executions = [
         move(repo, launch(repo, key(run=f"r{n}")), S.STARTED, S.UNKNOWN, clock=clock)
@@ -596,6 +607,7 @@ def test_unresolved_executions_page_newest_first_by_keyset(repo, clock):
     assert _ids(now, before_id=ids[4]) == []
 
 
+@pytest.mark.adapter
 def test_unresolved_views_show_control_evidence(repo, clock):
     execution = owned_started(repo, clock)
     with repo.begin() as uow:
@@ -607,12 +619,14 @@ def test_unresolved_views_show_control_evidence(repo, clock):
     assert (view.owner_recorded, view.stop_requested_by) == (True, "operator:test")
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("limit", [0, 501])
 def test_the_page_size_is_1_to_500(limit, clock):
     with pytest.raises(ValueError, match="limit"):
         unresolved_executions(now=clock.now(), inactive_for=MINUTE, limit=limit)
 
 
+@pytest.mark.adapter
 def test_unresolved_executions_is_one_query(repo, clock):
     for n in range(3):
         move(repo, launch(repo, key(run=f"r{n}")), S.STARTED, S.UNKNOWN, clock=clock)
@@ -622,6 +636,7 @@ def test_unresolved_executions_is_one_query(repo, clock):
     assert len(queries.captured_queries) == 1
 
 
+@pytest.mark.adapter
 @pytest.mark.postgres
 def test_unresolved_executions_read_the_partial_index(repo, clock):
     history = move(repo, launch(repo, key(run="history")), S.STARTED, S.COMPLETED, clock=clock)

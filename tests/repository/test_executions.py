@@ -1,5 +1,7 @@
 """Launch, restart, lifecycle CAS and exit enrichment of job executions
-(contract scenarios 1.12, 1.14, 1.16–1.18, 2.4, 2.5, 4.2)."""
+(contract scenarios 1.12, 1.14, 1.16–1.18, 2.4, 2.5, 4.2): the port's behavioural
+contract, on the Django adapter and the in-memory fake (``contract``); the
+database's own constraints are the adapter's (``adapter``)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from oxide_batch.domain.errors import (
 )
 from tests.helpers import failure, key, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 
 
@@ -190,6 +192,7 @@ def test_transitioning_a_missing_execution_is_not_found(repo):
         uow.transition_job_execution(31337, 0, LifecycleTransition(S.STARTED))
 
 
+@pytest.mark.adapter
 class TestDatabaseConstraints:
     """The database itself refuses what the domain refuses (a raw ORM write)."""
 

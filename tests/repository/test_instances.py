@@ -1,4 +1,5 @@
-"""Selecting and finding job instances (contract scenarios 1.10–1.13)."""
+"""Selecting and finding job instances (contract scenarios 1.10–1.13): the port's
+behavioural contract, on the Django adapter and the in-memory fake (``contract``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from oxide_batch.domain import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.errors import IdentifierOutOfRange, JobInstanceNotFound, ZeroIdentifier
 from tests.helpers import key
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 
 
 def test_first_selection_creates_and_committed_instance_is_findable_by_key(repo):
@@ -112,6 +113,7 @@ def test_get_job_instance_of_a_missing_id_is_not_found(repo):
     assert error.value.id == 987654
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(
     ("value", "error"), [(0, ZeroIdentifier), (-3, ZeroIdentifier), (2**63, IdentifierOutOfRange)]
 )

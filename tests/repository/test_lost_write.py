@@ -29,7 +29,7 @@ from oxide_batch.domain.lifecycle import validate_expected_version
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.management.commands._cli import ExitCode
 from oxide_batch.services.audit import Actor
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 from tests.helpers import launch, move
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +115,7 @@ def test_the_marker_is_an_unknown_commit_the_operator_must_decide(repo, clock):
     with pytest.raises(VersionAhead), repo.begin() as uow:
         uow.commit_chunk(step.id, step.version, ExecutionCounts(read=1))
     clock.advance(timedelta(hours=1))
-    service = OperatorService(repo, stale_after=timedelta(minutes=15))
+    service = operator_service(repo, stale_after=timedelta(minutes=15))
     proposal = service.propose(execution.id)
     assert proposal.evidence.lost_write
     assert proposal.unknown_commit  # the watchdog skips it; UNKNOWN_EFFECT needed
@@ -139,7 +139,7 @@ def test_the_marker_is_an_unknown_commit_the_operator_must_decide(repo, clock):
 
 def test_an_operator_action_with_a_version_ahead_is_refused_as_such(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
-    service = OperatorService(repo, stale_after=timedelta(minutes=15))
+    service = operator_service(repo, stale_after=timedelta(minutes=15))
     with pytest.raises(VersionAhead):
         service.stop(execution.id, expected_version=execution.version + 1, actor=OLGA,
                      operation_id="s-1")  # fmt: skip

@@ -1,4 +1,6 @@
-"""The repository's audited recovery (contract scenarios 5.1, 5.3, 5.4, 5.12, 14.7)."""
+"""The repository's audited recovery (contract scenarios 5.1, 5.3, 5.4, 5.12, 14.7):
+the port's behavioural contract, on the Django adapter and the in-memory fake
+(``contract``)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from oxide_batch import models
 from oxide_batch.domain import (
     BatchStatus,
     FailureCategory,
@@ -23,7 +24,7 @@ from oxide_batch.domain.errors import (
 )
 from tests.helpers import launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 
 
@@ -109,7 +110,8 @@ def test_recovery_of_a_finished_execution_is_not_allowed_and_writes_nothing(repo
     with repo.begin() as uow, pytest.raises(RecoveryNotAllowed) as error:
         uow.recover_job_execution(execution.id, abandon(execution.version))
     assert error.value.status is path[-1]
-    assert not models.RecoveryDecision.objects.exists()
+    with repo.begin() as uow:
+        assert uow.recovery_decision(execution.id) is None
 
 
 def test_a_stale_recovery_is_refused_before_the_status_rule(repo, clock):
@@ -121,11 +123,12 @@ def test_a_stale_recovery_is_refused_before_the_status_rule(repo, clock):
 def test_a_second_recovery_of_the_same_observed_version_is_stale(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     with repo.begin() as uow:
-        uow.recover_job_execution(execution.id, mark_failed(1))
+        first = uow.recover_job_execution(execution.id, mark_failed(1)).decision
         uow.commit()
     with repo.begin() as uow, pytest.raises(StaleVersion):
         uow.recover_job_execution(execution.id, mark_failed(1))
-    assert models.RecoveryDecision.objects.filter(job_execution_id=execution.id).count() == 1
+    with repo.begin() as uow:
+        assert uow.recovery_decision(execution.id) == first
 
 
 def test_recovery_rolled_back_leaves_neither_decision_nor_state_change(repo, clock):

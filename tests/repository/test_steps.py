@@ -1,4 +1,6 @@
-"""Step executions: creation rules and CAS lifecycle (contract scenarios 3.1, 3.2, 4.2)."""
+"""Step executions: creation rules and CAS lifecycle (contract scenarios 3.1, 3.2, 4.2):
+the port's behavioural contract, on the Django adapter and the in-memory fake
+(``contract``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from oxide_batch.domain.errors import (
 )
 from tests.helpers import failure, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 
 

@@ -1,6 +1,7 @@
 """The seed's check order through the repository, for job and step executions
 alike (``ExecutionMetadata::transition``): a transition that breaks two rules
-answers the first one the seed checks."""
+answers the first one the seed checks. The port's behavioural contract, on the
+Django adapter and the in-memory fake (``contract``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.errors import IllegalTransition, InvalidTransitionTime, StaleVersion
 from tests.helpers import launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 EARLY = timedelta(seconds=-1)
 

@@ -1,7 +1,10 @@
 """The history keeps its facts (issue 25, decisions 132–135): a failure stays a
 failure after an abandon, an operator's action never moves the runtime's
 activity (on the execution or its steps), a decision keeps the evidence it was
-taken on, and every applied action a user takes is in the admin's own history."""
+taken on, and every applied action a user takes is in the admin's own history.
+
+On the Django adapter (``repo``, a database): the facts are the stored rows and
+Django's own ``LogEntry``."""
 
 from __future__ import annotations
 
@@ -20,8 +23,7 @@ from oxide_batch.domain import (
 )
 from oxide_batch.domain.recovery import FAILURE_ID_GIVEN
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services.bootstrap import operator_service, retention_service
 from tests.conftest import accounts_fixture
 from tests.helpers import launch, move
 
@@ -34,7 +36,7 @@ _accounts = accounts_fixture(OLGA)
 
 @pytest.fixture
 def service(repo):
-    return OperatorService(repo, stale_after=timedelta(minutes=15))
+    return operator_service(repo, stale_after=timedelta(minutes=15))
 
 
 def running_with_a_chunk(repo, clock):
@@ -209,7 +211,7 @@ def test_every_applied_action_of_a_user_is_in_the_admin_history(service, repo, c
         actor=OLGA,
         operation_id="a",
     )
-    retention = RetentionService(repo)
+    retention = retention_service(repo)
     retention.place_hold(
         execution.job_instance_id, actor=OLGA, reason_code="LEGAL_HOLD", operation_id="h"
     )

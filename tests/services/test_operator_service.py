@@ -1,4 +1,8 @@
-"""Audited, idempotent operator actions (contract §2.5.9, §2.5.5; contract scenarios 5.7, 7.x)."""
+"""Audited, idempotent operator actions (contract §2.5.9, §2.5.5; contract scenarios 5.7, 7.x).
+
+The service's logic runs on the in-memory fake (``repo`` is ``tests.fakes``'s,
+no database); the race of two identical requests needs the Django adapter and
+PostgreSQL (``django_repo``), and the actor of a Django user its accounts."""
 
 from __future__ import annotations
 
@@ -27,13 +31,14 @@ from oxide_batch.domain.errors import (
     StaleVersion,
     UnresolvedRecoveryRequired,
 )
+from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 from tests.concurrency.support import run_in_threads
 from tests.conftest import accounts_fixture
+from tests.fakes import FakeJobRepository
 from tests.helpers import failure, launch, move
 
-pytestmark = pytest.mark.django_db
 S = BatchStatus
 ALICE = Actor("alice", 7)
 BOB = Actor("bob", 8)
@@ -41,12 +46,19 @@ _accounts = accounts_fixture(ALICE, BOB)
 
 
 @pytest.fixture
+def repo(memory_repo: FakeJobRepository) -> FakeJobRepository:
+    """This module's repository: the in-memory fake."""
+    return memory_repo
+
+
+@pytest.fixture
 def service(repo):
-    return OperatorService(repo, stale_after=timedelta(minutes=15))
+    return operator_service(repo, stale_after=timedelta(minutes=15))
 
 
-def audit_rows(**filters):
-    return list(models.OperatorRequest.objects.filter(**filters).order_by("id"))
+def audit_rows(repo: FakeJobRepository) -> list[OperatorRecord]:
+    """The operator requests recorded (committed), oldest first."""
+    return sorted(repo.tables.operator_requests.values(), key=lambda record: record.id)
 
 
 # -- stop ---------------------------------------------------------------------------
@@ -61,7 +73,7 @@ def test_a_stop_is_applied_and_audited(service, repo, clock):
         "stop-1",
     )
     assert (result.execution.status, result.execution.version) == (S.STARTED, 1)
-    [row] = audit_rows()
+    [row] = audit_rows(repo)
     assert (row.action, row.outcome, row.actor, row.actor_user_id) == (
         "STOP",
         "APPLIED",
@@ -71,7 +83,7 @@ def test_a_stop_is_applied_and_audited(service, repo, clock):
     assert (row.prior_status, row.result_status, row.observed_version) == ("STARTED", "STARTED", 1)
     assert row.job_execution_id == execution.id
     assert result.record.id == row.id
-    stored = models.JobExecution.objects.get(pk=execution.id)
+    stored = repo.stored_execution(execution.id)
     assert stored.stop_requested_by == "alice"
 
 
@@ -83,9 +95,9 @@ def test_a_replay_returns_the_recorded_outcome_and_acts_once(service, repo, cloc
     assert again.outcome is Outcome.REPLAYED
     assert again.record == first.record
     assert again.changed is True
-    assert len(audit_rows()) == 1
+    assert len(audit_rows(repo)) == 1
     # The second actor did not overwrite who asked: nothing acted twice.
-    assert models.JobExecution.objects.get(pk=execution.id).stop_requested_by == "alice"
+    assert repo.stored_execution(execution.id).stop_requested_by == "alice"
 
 
 def test_the_same_operation_id_for_another_request_is_a_conflict(service, repo, clock):
@@ -93,7 +105,7 @@ def test_the_same_operation_id_for_another_request_is_a_conflict(service, repo, 
     service.stop(execution.id, expected_version=1, actor=ALICE, operation_id="op")
     with pytest.raises(OperationIdConflict):
         service.stop(execution.id, expected_version=0, actor=ALICE, operation_id="op")
-    assert len(audit_rows()) == 1  # a conflict is not audited
+    assert len(audit_rows(repo)) == 1  # a conflict is not audited
 
 
 @pytest.mark.parametrize(
@@ -105,14 +117,14 @@ def test_a_stop_of_a_stopping_or_finished_execution_is_a_no_op_without_version_c
     execution = move(repo, launch(repo), *path, clock=clock)
     result = service.stop(execution.id, expected_version=999, actor=ALICE, operation_id="s")
     assert (result.outcome, result.changed) == (Outcome.APPLIED, False)
-    assert audit_rows()[0].outcome == "APPLIED"
+    assert audit_rows(repo)[0].outcome == "APPLIED"
 
 
 def test_a_refused_stop_is_audited_as_rejected_and_replays_as_the_same_error(service, repo, clock):
     execution = move(repo, launch(repo), S.UNKNOWN, clock=clock)
     with pytest.raises(InvalidState) as first:
         service.stop(execution.id, expected_version=1, actor=ALICE, operation_id="s")
-    [row] = audit_rows()
+    [row] = audit_rows(repo)
     assert (row.outcome, row.rejection_code) == ("REJECTED", "invalid_state")
     assert (row.prior_status, row.result_status) == (None, None)
     with pytest.raises(InvalidState) as replay:
@@ -120,20 +132,20 @@ def test_a_refused_stop_is_audited_as_rejected_and_replays_as_the_same_error(ser
     assert replay.value.details() == first.value.details()
     assert getattr(replay.value, "replayed", False) is True
     assert not getattr(first.value, "replayed", False)
-    assert len(audit_rows()) == 1
+    assert len(audit_rows(repo)) == 1
 
 
-def test_not_found_is_not_audited(service):
+def test_not_found_is_not_audited(service, repo):
     with pytest.raises(JobExecutionNotFound):
         service.stop(424242, expected_version=0, actor=ALICE, operation_id="s")
-    assert audit_rows() == []
+    assert audit_rows(repo) == []
 
 
 def test_invalid_operation_ids_are_refused_before_anything(service, repo):
     execution = launch(repo)
     with pytest.raises(InvalidCharacters):
         service.stop(execution.id, expected_version=0, actor=ALICE, operation_id="no spaces")
-    assert audit_rows() == []
+    assert audit_rows(repo) == []
 
 
 # -- abandon ------------------------------------------------------------------------
@@ -150,7 +162,7 @@ def test_abandon_of_a_stopped_or_failed_attempt(service, repo, clock, ending):
         True,
         S.ABANDONED,
     )
-    [row] = audit_rows()
+    [row] = audit_rows(repo)
     assert (row.prior_status, row.result_status, row.reason_code) == (
         ending.value,
         "ABANDONED",
@@ -177,7 +189,7 @@ def test_abandon_of_anything_else_is_invalid_state(service, repo, clock, path):
             actor=ALICE,
             operation_id="a",
         )
-    assert audit_rows()[0].rejection_code == "invalid_state"
+    assert audit_rows(repo)[0].rejection_code == "invalid_state"
 
 
 def test_a_stale_abandon_is_rejected_and_changes_nothing(service, repo, clock):
@@ -186,8 +198,8 @@ def test_a_stale_abandon_is_rejected_and_changes_nothing(service, repo, clock):
         service.abandon(
             execution.id, expected_version=1, reason_code="X", actor=ALICE, operation_id="a"
         )
-    assert audit_rows()[0].rejection_code == "stale_version"
-    assert models.JobExecution.objects.get(pk=execution.id).status == "FAILED"
+    assert audit_rows(repo)[0].rejection_code == "stale_version"
+    assert repo.stored_execution(execution.id).status == "FAILED"
 
 
 # -- recover ------------------------------------------------------------------------
@@ -223,9 +235,8 @@ def test_a_stale_orphan_is_marked_failed_with_an_audited_decision(service, repo,
     assert result.execution.failure.failure_id > 0  # generated by the server
     assert result.decision.evidence_digest.hex() == proposal.evidence_digest
     assert result.decision.operator_reference == "alice"
-    decision_row = models.RecoveryDecision.objects.get()
-    assert decision_row.operator_user_id == 7
-    assert audit_rows()[0].result_status == "FAILED"
+    assert repo.tables.decision_users == {result.decision.id: 7}
+    assert audit_rows(repo)[0].result_status == "FAILED"
     with repo.begin() as uow:
         restart = uow.create_job_execution(execution.job_instance_id)  # restartable
     assert restart.attempt == 2
@@ -237,7 +248,7 @@ def test_a_fresh_execution_is_not_stale(service, repo, clock):
     assert (proposal.eligible, proposal.reason_code) == (False, "execution_not_stale")
     with pytest.raises(ExecutionNotStale):
         recover(service, execution, proposal)
-    assert audit_rows()[0].rejection_code == "execution_not_stale"
+    assert audit_rows(repo)[0].rejection_code == "execution_not_stale"
 
 
 def test_a_finished_execution_is_not_recoverable(service, repo, clock):
@@ -269,7 +280,7 @@ def test_changed_evidence_is_recovery_evidence_stale(service, repo, clock):
     clock.advance(timedelta(minutes=16))
     with pytest.raises(RecoveryEvidenceStale):
         recover(service, execution, proposal)
-    assert models.JobExecution.objects.get(pk=execution.id).status == "STARTED"
+    assert repo.stored_execution(execution.id).status == "STARTED"
 
 
 def test_an_unknown_commit_needs_unknown_effect_to_be_marked_failed(service, repo, clock):
@@ -282,7 +293,7 @@ def test_an_unknown_commit_needs_unknown_effect_to_be_marked_failed(service, rep
         recover(service, execution, proposal, reason_code="COMMIT_INSPECTED", operation_id="r1")
     result = recover(service, execution, proposal, reason_code="UNKNOWN_EFFECT", operation_id="r2")
     assert result.execution.failure.category is FailureCategory.UNKNOWN_COMMIT
-    rows = audit_rows()
+    rows = audit_rows(repo)
     assert [(r.operation_id, r.outcome) for r in rows] == [("r1", "REJECTED"), ("r2", "APPLIED")]
     assert rows[1].prior_status == "UNKNOWN"
 
@@ -316,7 +327,7 @@ def test_a_given_failure_is_used_and_a_replay_returns_the_decision(service, repo
     )
     assert again.outcome is Outcome.REPLAYED
     assert again.decision == first.decision
-    assert models.RecoveryDecision.objects.count() == 1
+    assert len(repo.tables.decisions) == 1
 
 
 def test_a_malformed_evidence_digest_is_invalid_input_and_not_audited(service, repo, clock):
@@ -324,12 +335,13 @@ def test_a_malformed_evidence_digest_is_invalid_input_and_not_audited(service, r
     proposal = service.propose(execution.id)
     with pytest.raises(InvalidCharacters):
         recover(service, execution, proposal, evidence_digest="XYZ")
-    assert audit_rows() == []
+    assert audit_rows(repo) == []
 
 
 # -- actors -------------------------------------------------------------------------
 
 
+@pytest.mark.django_db
 def test_the_audited_actor_is_the_username_or_user_id():
     users = get_user_model()
     plain = users.objects.create_user("carol.ops@example")
@@ -343,9 +355,9 @@ def test_the_audited_actor_is_the_username_or_user_id():
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_two_identical_requests_at_once_act_once_with_one_audit_row(repo, clock):
-    execution = move(repo, launch(repo), S.STARTED, S.FAILED, clock=clock)
-    service = OperatorService(repo, stale_after=timedelta(minutes=15))
+def test_two_identical_requests_at_once_act_once_with_one_audit_row(django_repo, clock):
+    execution = move(django_repo, launch(django_repo), S.STARTED, S.FAILED, clock=clock)
+    service = operator_service(django_repo, stale_after=timedelta(minutes=15))
     barrier = threading.Barrier(2)
 
     def abandon(index: int):
@@ -361,5 +373,5 @@ def test_two_identical_requests_at_once_act_once_with_one_audit_row(repo, clock)
     outcomes = run_in_threads(2, abandon)
     assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes]
     assert sorted(o.value.outcome for o in outcomes) == [Outcome.APPLIED, Outcome.REPLAYED]
-    assert len(audit_rows()) == 1
+    assert models.OperatorRequest.objects.count() == 1
     assert models.JobExecution.objects.get(pk=execution.id).version == execution.version + 1

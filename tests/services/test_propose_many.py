@@ -1,7 +1,10 @@
 """``OperatorService.propose_many``: the proposals of many executions from one
 read, each exactly what ``propose`` gives for that id (eligibility, reason,
 inactivity, digest) — so a confirmation page of N rows can post back digests
-an audited recovery accepts."""
+an audited recovery accepts.
+
+On the Django adapter (``repo``, a database): the rows mix stored checkpoints,
+a corrupt one among them, and the read is counted in statements."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from oxide_batch.domain import RecoveryDisposition
 from oxide_batch.domain.evidence import propose_recovery
 from oxide_batch.services.audit import Actor, Outcome
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services.bootstrap import operator_service
 from tests.conftest import give_accounts
 from tests.helpers import key, launch
 from tests.repository.test_recovery_evidence_many import mixed_rows
@@ -24,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def service(repo):
-    return OperatorService(repo, stale_after=timedelta(minutes=15))
+    return operator_service(repo, stale_after=timedelta(minutes=15))
 
 
 def test_propose_many_equals_propose_for_each_id(service, repo, clock):

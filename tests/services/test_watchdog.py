@@ -2,7 +2,10 @@
 fixed clock on both databases: what a pass recovers and how (the operator's
 audited MARK_FAILED as the watchdog), what it leaves alone (unknown commits,
 live leases, executions without an owner), its bound, its dry run, its
-operation ids (several watchdogs make one decision), and when it holds off."""
+operation ids (several watchdogs make one decision), and when it holds off.
+
+On the Django adapter (``repo``, a database): a pass reads its candidates with
+a selector (SQL), and what it recovers is checked in the stored rows."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from oxide_batch import models
 from oxide_batch.domain import BatchStatus, ExecutionCounts, FailureCategory, LifecycleTransition
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.watchdog import (
@@ -34,11 +38,11 @@ OWNER = b"\x05" * 16
 
 @pytest.fixture
 def service(repo: DjangoJobRepository) -> OperatorService:
-    return OperatorService(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)
+    return bootstrap.operator_service(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)
 
 
 def watchdog(service: OperatorService, **options: object) -> Watchdog:
-    return Watchdog(service, actor=Actor("watchdog@test-host"), **options)  # type: ignore[arg-type]
+    return bootstrap.watchdog(service, actor=Actor("watchdog@test-host"), **options)  # type: ignore[arg-type]
 
 
 def owned_running(repo: DjangoJobRepository, clock: FixedClock, run: str, *, steps: int = 1):
@@ -174,7 +178,10 @@ def test_a_second_watchdog_replays_the_first_ones_decision(repo, clock, service)
     watchdog's request is the same request, answered from the audit."""
     execution = owned_running(repo, clock, "twice")
     clock.advance(TTL * 2)
-    first, second = watchdog(service), Watchdog(service, actor=Actor("watchdog@other-host"))
+    first, second = (
+        watchdog(service),
+        bootstrap.watchdog(service, actor=Actor("watchdog@other-host")),
+    )
     proposal = service.propose(execution.id)
     applied = first._consider(proposal)
     replayed = second._consider(proposal)

@@ -12,13 +12,13 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.selectors import execution_view
+from oxide_batch.services import bootstrap
 from oxide_batch.services.operator import OperatorResult, OperatorService
 
 
 def service() -> OperatorService:
-    return OperatorService(DjangoJobRepository())
+    return bootstrap.operator_service()
 
 
 def instant(value: datetime | None) -> str | None:

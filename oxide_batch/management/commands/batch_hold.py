@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from oxide_batch.management.commands._cli import OxideCommand, add_mutation_arguments
-from oxide_batch.services.retention import RetentionService
+from oxide_batch.services import bootstrap
 
 
 class Command(OxideCommand):
@@ -23,7 +23,7 @@ class Command(OxideCommand):
     def run(self, **options: Any) -> dict[str, Any]:
         release = options["release"]
         operation_id = self.operation_id(options, prefix="release" if release else "hold")
-        retention = RetentionService()
+        retention = bootstrap.retention_service()
         act = retention.release_hold if release else retention.place_hold
         result = act(
             options["instance_id"],

@@ -35,10 +35,9 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import CommitOutcomeUnknown, OxideBatchError, Unavailable
 from oxide_batch.management.commands._cli import OxideCommand, release_idle_connections
 from oxide_batch.observability import events, metrics
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.repository.faults import translate
 from oxide_batch.selectors import database_uptime
-from oxide_batch.services.operator import OperatorService
+from oxide_batch.services import bootstrap
 from oxide_batch.services.watchdog import (
     ActionKind,
     Holdoff,
@@ -131,9 +130,8 @@ class Command(OxideCommand):
     # -- one pass --------------------------------------------------------------------
 
     def _watchdog(self, options: dict[str, Any]) -> Watchdog:
-        service = OperatorService(DjangoJobRepository())
-        return Watchdog(
-            service, actor=watchdog_actor(), limit=options["limit"], dry_run=options["dry_run"]
+        return bootstrap.watchdog(
+            actor=watchdog_actor(), limit=options["limit"], dry_run=options["dry_run"]
         )
 
     def run(self, **options: Any) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from oxide_batch.management.commands._cli import (
     duration_arg,
     release_idle_connections,
 )
-from oxide_batch.services.retention import AuditPruneResult, RetentionService
+from oxide_batch.services import bootstrap
+from oxide_batch.services.retention import AuditPruneResult
 
 
 class Command(OxideCommand):
@@ -37,7 +38,7 @@ class Command(OxideCommand):
         add_mutation_arguments(parser, operation_id=False, dry_run=True)
 
     def run(self, **options: Any) -> dict[str, Any]:
-        service = RetentionService()
+        service = bootstrap.retention_service()
         if not options["dry_run"]:
             self.confirm(options, f"delete audit rows older than {options['older_than']}", None)
         result: AuditPruneResult = service.prune_audit(

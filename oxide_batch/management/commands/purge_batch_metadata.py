@@ -40,12 +40,12 @@ from oxide_batch.management.commands._cli import (
     instant_arg,
     release_idle_connections,
 )
+from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Outcome, validate_reason_code
 from oxide_batch.services.retention import (
     MAX_RESURVEYS,
     PurgeBatch,
     PurgeRun,
-    RetentionService,
 )
 
 # Room for ":<batch number>" and a re-survey's ".r<attempt>" in the 64-byte
@@ -86,7 +86,7 @@ class Command(OxideCommand):
         validate_reason_code(options["reason"])
         actor = self.actor(options)
         provisional = self._criteria(options, datetime.now(UTC))
-        service = RetentionService()
+        service = bootstrap.retention_service()
         if options["dry_run"]:
             criteria = self._criteria(options, service.now())
             plan = service.survey(

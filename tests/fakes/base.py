@@ -1,0 +1,153 @@
+"""The fake's transaction and the row helpers its operations share."""
+
+from __future__ import annotations
+
+import hmac
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from oxide_batch.domain.errors import (
+    ConcurrentModification,
+    ExecutionOwned,
+    JobExecutionNotFound,
+    JobInstanceNotFound,
+    StepExecutionNotFound,
+    VersionAhead,
+)
+from oxide_batch.domain.execution import StepExecution
+from oxide_batch.domain.fused import WriteControl
+from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.repository.steps import StepState
+from tests.fakes.tables import ExecutionRow, InstanceRow, Tables, by_id
+
+if TYPE_CHECKING:
+    from tests.fakes import FakeJobRepository
+
+
+class UnitOfWorkBase:
+    """One transaction over a copy of the tables (``tests.fakes``), and the row
+    helpers every operation shares."""
+
+    def __init__(
+        self,
+        repository: FakeJobRepository,
+        *,
+        runtime_user_id: int | None = None,
+        owner_token: bytes | None = None,
+    ) -> None:
+        self._repository = repository
+        self._runtime_user_id = runtime_user_id
+        self._owner_token = owner_token
+        self._tables: Tables | None = None
+        self._began_after = 0
+        self._finished = False
+        self._in_hand: int | None = None
+        self._control: dict[int, WriteControl] = {}
+        self._created_steps: dict[int, StepState] = {}
+
+    # -- Transaction ----------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        if self._tables is not None or self._finished:
+            raise RuntimeError("a unit of work is entered once")
+        self._tables = self._repository.tables.copy()
+        self._began_after = self._repository.commits
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if isinstance(exc, VersionAhead):
+            if exc.job_execution_id is None:
+                exc.job_execution_id = self._in_hand
+            if exc.job_execution_id is not None:
+                self._repository.mark_lost_write(exc.job_execution_id)
+
+    def commit(self) -> None:
+        tables = self._open()
+        self._finished = True
+        if self._repository.commits != self._began_after:
+            raise ConcurrentModification()
+        self._repository.tables = tables
+        self._repository.commits += 1
+
+    def rollback(self) -> None:
+        self._open()
+        self._finished = True
+
+    def now(self) -> datetime:
+        return self._repository.clock.now()
+
+    def _open(self) -> Tables:
+        if self._tables is None or self._finished:
+            raise RuntimeError("the unit of work is not open")
+        return self._tables
+
+    # -- rows -----------------------------------------------------------------------
+
+    def _instance(self, job_instance_id: int) -> InstanceRow:
+        pk = validate_identifier(IdentifierKind.JOB_INSTANCE, job_instance_id)
+        row = self._open().instances.get(pk)
+        if row is None:
+            raise JobInstanceNotFound(id=pk)
+        return row
+
+    def _execution(self, job_execution_id: int) -> ExecutionRow:
+        pk = validate_identifier(IdentifierKind.JOB_EXECUTION, job_execution_id)
+        row = self._open().executions.get(pk)
+        if row is None:
+            raise JobExecutionNotFound(id=pk)
+        self._in_hand = pk
+        self._remember(row)
+        return row
+
+    def _step(self, step_execution_id: int) -> StepExecution:
+        pk = validate_identifier(IdentifierKind.STEP_EXECUTION, step_execution_id)
+        step = self._open().steps.get(pk)
+        if step is None:
+            raise StepExecutionNotFound(id=pk)
+        self._remember(self._execution(step.job_execution_id))
+        return step
+
+    def _put(self, row: ExecutionRow) -> None:
+        self._open().executions[row.execution.id] = row
+        self._remember(row)
+
+    def _remember(self, row: ExecutionRow) -> None:
+        self._control[row.execution.id] = WriteControl.of(
+            recorded_token=row.owner_token,
+            carried_token=self._owner_token,
+            stop_requested_at=row.stop_requested_at,
+            recovery_decision_id=row.execution.recovery_decision_id,
+        )
+
+    def _check_claimant(self, row: ExecutionRow, *, token: bool = True) -> None:
+        """The adapter's ``_check_claimant``: another runtime user's claim, or
+        (``token``) another recorded owner token, is ``ExecutionOwned``."""
+        pk, claimant, runtime = row.execution.id, row.owner_user_id, self._runtime_user_id
+        if claimant is not None and runtime is not None and claimant != runtime:
+            raise ExecutionOwned(id=pk, other_user=True)
+        carried, recorded = self._owner_token, row.owner_token
+        if (
+            token
+            and carried is not None
+            and recorded is not None
+            and not hmac.compare_digest(recorded, carried)
+        ):
+            raise ExecutionOwned(id=pk, other_user=False)
+
+    def _steps_of(self, job_execution_id: int) -> list[StepExecution]:
+        steps = self._open().steps.values()
+        return sorted((s for s in steps if s.job_execution_id == job_execution_id), key=by_id)
+
+    def _executions_of(self, job_instance_id: int) -> list[ExecutionRow]:
+        rows = self._open().executions.values()
+        found = [row for row in rows if row.execution.job_instance_id == job_instance_id]
+        return sorted(found, key=lambda row: row.execution.attempt)

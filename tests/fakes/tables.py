@@ -1,0 +1,123 @@
+"""What the fake stores: its rows and tables."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from oxide_batch.domain.errors import FaultStateCorrupt
+from oxide_batch.domain.evidence import ExecutionView
+from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
+from oxide_batch.domain.operator import OperatorRecord
+from oxide_batch.domain.recovery import RecoveryDecision
+from oxide_batch.domain.retention import RetentionHold, RetentionRecord
+from oxide_batch.domain.state import (
+    EnvelopeKind,
+    StateEnvelope,
+    StoredState,
+    StoredStateCorrupt,
+    load_stored,
+)
+
+
+@dataclass(frozen=True)
+class ExecutionRow:
+    """A job execution with what its row holds besides the domain value."""
+
+    execution: JobExecution
+    last_activity_at: datetime
+    stop_requested_at: datetime | None = None
+    stop_requested_by: str | None = None
+    owner_token: bytes | None = None
+    owner_user_id: int | None = None
+    last_observed_at: datetime | None = None
+    failed_at: datetime | None = None
+    lost_write: bool = False
+
+    def view(self, newest_step_write_at: datetime | None = None) -> ExecutionView:
+        return ExecutionView(
+            execution=self.execution,
+            stop_requested_at=self.stop_requested_at,
+            stop_requested_by=self.stop_requested_by,
+            owner_recorded=self.owner_token is not None,
+            last_observed_at=self.last_observed_at,
+            last_activity_at=self.last_activity_at,
+            newest_step_write_at=newest_step_write_at,
+        )
+
+
+@dataclass(frozen=True)
+class StoredExecution:
+    """An execution's stored columns under the model's names (what a test reads
+    of ``models.JobExecution`` on the adapter)."""
+
+    status: str
+    version: int
+    updated_at: datetime
+    stop_requested_at: datetime | None
+    stop_requested_by: str | None
+    owner_token: bytes | None
+    last_activity_at: datetime
+    last_observed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class StepStored:
+    """What a step row holds of its state: each envelope's text and checksum."""
+
+    checkpoint: StoredState | None = None
+    context: StoredState | None = None
+
+    def load(self, kind: EnvelopeKind) -> StateEnvelope | None:
+        """The verified envelope (``FaultStateCorrupt`` when it does not verify)."""
+        stored = self.checkpoint if kind is EnvelopeKind.CHECKPOINT else self.context
+        if stored is None:
+            return None
+        try:
+            return load_stored(stored.text, stored.checksum, kind=kind)
+        except StoredStateCorrupt:
+            raise FaultStateCorrupt() from None
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    instance: JobInstance
+    hold: RetentionHold | None = None
+
+
+@dataclass(frozen=True)
+class AdminHistoryEntry:
+    """One line of the admin's history (Django's ``LogEntry`` in the adapter)."""
+
+    user_id: int
+    target: str
+    object_id: int
+    message: str
+
+
+@dataclass
+class Tables:
+    """What the fake stores, by id; a unit of work works on a copy."""
+
+    instances: dict[int, InstanceRow] = field(default_factory=dict)
+    executions: dict[int, ExecutionRow] = field(default_factory=dict)
+    steps: dict[int, StepExecution] = field(default_factory=dict)
+    # A step's stored checkpoint and context, by step id (absent: neither).
+    step_states: dict[int, StepStored] = field(default_factory=dict)
+    decisions: dict[int, RecoveryDecision] = field(default_factory=dict)
+    decision_users: dict[int, int | None] = field(default_factory=dict)
+    operator_requests: dict[int, OperatorRecord] = field(default_factory=dict)
+    retention_records: dict[int, RetentionRecord] = field(default_factory=dict)
+    admin_history: list[AdminHistoryEntry] = field(default_factory=list)
+
+    def copy(self) -> Tables:
+        fresh = Tables()
+        for name, value in vars(self).items():
+            setattr(fresh, name, copy.copy(value))
+        return fresh
+
+
+def by_id(row: Any) -> int:
+    return int(row.id)
