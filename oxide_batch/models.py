@@ -312,8 +312,11 @@ class JobExecution(ExecutionFields):
             models.Index(fields=["job_name", "-created_at"], name="ob_execution_job_name"),
             models.Index(fields=["-created_at"], name="ob_execution_created"),
             models.Index(fields=["ended_at"], name="ob_execution_ended"),
+            # The unresolved rows, keyed by id: an index on a column every
+            # runtime write moves (last_activity_at) would make each of those
+            # writes a non-HOT update (decision 170).
             models.Index(
-                fields=["last_activity_at"],
+                fields=["id"],
                 condition=Q(status__in=UNRESOLVED),
                 name="ob_execution_unresolved",
             ),
