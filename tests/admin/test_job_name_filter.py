@@ -15,7 +15,7 @@ from django.urls import reverse
 from oxide_batch import models
 from oxide_batch.admin.pages import JobNameFilter
 from oxide_batch.demo.workload import Workload
-from oxide_batch.job_names import JOB_NAMES_MAX, job_names, led_by_job_name
+from oxide_batch.selectors.job_names import JOB_NAMES_MAX, job_names, led_by_job_name
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.repository import DjangoJobRepository
-from oxide_batch.selectors import execution_view
+from oxide_batch.selectors.executions import execution_view
 from oxide_batch.services.operator import OperatorResult, OperatorService
 
 

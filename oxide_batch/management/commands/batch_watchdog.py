@@ -37,7 +37,7 @@ from oxide_batch.management.commands._cli import OxideCommand, release_idle_conn
 from oxide_batch.observability import events, metrics
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.repository.faults import translate
-from oxide_batch.selectors import database_uptime
+from oxide_batch.selectors.database import database_uptime
 from oxide_batch.services.operator import OperatorService
 from oxide_batch.services.watchdog import (
     ActionKind,
