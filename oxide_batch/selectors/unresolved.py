@@ -13,7 +13,7 @@ from django.db.models import F, Q, QuerySet
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.facts import silent_since
+from oxide_batch.facts import owner_recorded, silent_since
 from oxide_batch.repository.control import execution_view_from_row
 from oxide_batch.selectors.executions import views
 from oxide_batch.selectors.lookups import InLiterals
@@ -52,8 +52,8 @@ def needs_attention_queryset(
     :func:`unresolved_executions_queryset`. Unordered."""
     return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
         Q(status=BatchStatus.UNKNOWN.value)
-        | (Q(owner_token__isnull=False) & silent_since(now - lease_ttl))
-        | (Q(owner_token__isnull=True) & silent_since(now - stale_after))
+        | (Q(owner_recorded()) & silent_since(now - lease_ttl))
+        | (~Q(owner_recorded()) & silent_since(now - stale_after))
     )
 
 
@@ -67,7 +67,7 @@ def expired_lease_candidates(
     their proposals, which decide (a write may land in between)."""
     rows = (
         unresolved_executions_queryset(now=now, inactive_for=lease_ttl)
-        .filter(owner_token__isnull=False, pk__gt=after_id)
+        .filter(owner_recorded(), pk__gt=after_id)
         .exclude(status=BatchStatus.UNKNOWN.value)
         .order_by("pk")
         .values_list("pk", flat=True)
