@@ -64,6 +64,11 @@ def partition_list(queryset: QuerySet[Any]) -> QuerySet[Any]:
     return queryset.defer("context")
 
 
+def token_list(queryset: QuerySet[models.ApiToken]) -> QuerySet[models.ApiToken]:
+    """The API tokens' list, with each token's user in the same query."""
+    return queryset.select_related("user")
+
+
 # -- the confirmation pages of the actions ------------------------------------------
 
 
