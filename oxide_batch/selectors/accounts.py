@@ -1,4 +1,5 @@
-"""The site's user accounts, as the commands credit their acts to them."""
+"""The site's user accounts and permissions: the account a command credits
+its acts to, a permission's name for the console's refusal page."""
 
 from __future__ import annotations
 
@@ -17,3 +18,16 @@ def active_account_id(login: str) -> int | None:
         .first()
     )
     return None if found is None else int(found)
+
+
+def permission_name(app_label: str, codename: str) -> str | None:
+    """The name of the permission ``app_label.codename``, if it exists (one
+    query)."""
+    from django.contrib.auth.models import Permission
+
+    found: str | None = (
+        Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+        .values_list("name", flat=True)
+        .first()
+    )
+    return found
