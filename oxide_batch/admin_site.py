@@ -138,14 +138,9 @@ def describe_permission(permission: str) -> dict[str, Any]:
         name = roles.PERMISSIONS[codename]
         groups = roles.groups_granting(codename)
     else:
-        from django.contrib.auth.models import Permission
+        from oxide_batch.selectors.accounts import permission_name
 
-        found = (
-            Permission.objects.filter(content_type__app_label=app_label, codename=codename)
-            .values_list("name", flat=True)
-            .first()
-        )
-        name, groups = (found or codename), ()
+        name, groups = (permission_name(app_label, codename) or codename), ()
     return {"name": name, "permission": permission, "groups": groups}
 
 

@@ -1,7 +1,7 @@
 """The dashboard: executions by status per day, unresolved executions with a
 one-click path to the recover confirmation, recent failures by category, the
 step timeline of one execution and the partition grid of a partitioned step.
-Every query is bounded and indexed (see :mod:`oxide_batch.selectors`)."""
+Every query is bounded and indexed (see :mod:`oxide_batch.selectors.dashboard`)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,24 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from oxide_batch import selectors
 from oxide_batch.admin import svg
-from oxide_batch.admin.actions import EXECUTION_ACTIONS, action_url
+from oxide_batch.admin.actions.selection import action_url
+from oxide_batch.admin.applicable import EXECUTION_ACTIONS
 from oxide_batch.admin.base import can, can_view, change_url, parse_id
 from oxide_batch.admin.display import ago, badge, human, when
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 from oxide_batch.roles import VIEW_BATCH, perm
+from oxide_batch.selectors.dashboard import (
+    CONSOLE_WINDOW_DAYS,
+    executions_by_day,
+    latest_partitioned_execution,
+    partition_grid,
+    partitioned_step_of,
+    step_timeline,
+)
+from oxide_batch.selectors.failures import recent_failures_by_category
+from oxide_batch.selectors.unresolved import unresolved_executions
 
 #: The failure-category filter's value for failures recorded without one.
 NO_CATEGORY = "none"
@@ -43,11 +53,10 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     stale_after = batch_settings.RECOVERY_STALE_AFTER
     days = [
-        (now - timedelta(days=offset)).date()
-        for offset in range(selectors.CONSOLE_WINDOW_DAYS - 1, -1, -1)
+        (now - timedelta(days=offset)).date() for offset in range(CONSOLE_WINDOW_DAYS - 1, -1, -1)
     ]
-    by_day = selectors.executions_by_day(now=now)
-    unresolved = selectors.unresolved_executions(
+    by_day = executions_by_day(now=now)
+    unresolved = unresolved_executions(
         now=now,
         inactive_for=stale_after,
         limit=UNRESOLVED_SHOWN,
@@ -83,24 +92,24 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
                 }
             ),
         }
-        for row in selectors.recent_failures_by_category(now=now)
+        for row in recent_failures_by_category(now=now)
     ]
     execution_id = _int(request.GET.get("execution")) or (
-        unresolved[0].id if unresolved else selectors.latest_partitioned_execution()
+        unresolved[0].id if unresolved else latest_partitioned_execution()
     )
     steps: list[dict[str, Any]] = []
     grid: Any = None
     step_id = _int(request.GET.get("step"))
     if execution_id is not None:
-        steps = selectors.step_timeline(execution_id)
+        steps = step_timeline(execution_id)
         if step_id is None:
-            step_id = selectors.partitioned_step_of(execution_id)
+            step_id = partitioned_step_of(execution_id)
     if step_id is None:
-        grid_execution = selectors.latest_partitioned_execution()
-        step_id = selectors.partitioned_step_of(grid_execution) if grid_execution else None
+        grid_execution = latest_partitioned_execution()
+        step_id = partitioned_step_of(grid_execution) if grid_execution else None
     if step_id is not None:
         grid = svg.partition_grid(
-            selectors.partition_grid(step_id), link=lambda pk: change_url("steppartition", pk)
+            partition_grid(step_id), link=lambda pk: change_url("steppartition", pk)
         )
     auto_refresh = request.GET.get("refresh") == str(REFRESH_SECONDS)
     context = {

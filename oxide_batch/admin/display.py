@@ -273,7 +273,7 @@ def recorded_by_decision(
 
 def fate(row: Any, now: datetime | None = None, *, compact: bool = False) -> SafeString:
     """What became of a failure (a row that has ``failed_at``), from the
-    annotations of :func:`oxide_batch.selectors.failure_fate_annotations`:
+    annotations of :func:`oxide_batch.selectors.failures.failure_fate_annotations`:
     abandoned by whom and when (and why), superseded by a later attempt of its
     instance (its id and status), or still failed. A failure stays a fact;
     these are the facts that followed. Empty for a row that never failed.

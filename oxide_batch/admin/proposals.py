@@ -13,31 +13,24 @@ activity plus its inactivity), so "inactive for 15m 34s" and "last activity
 
 Also what a recovery will do to a row (:func:`recovery_outcome`): the status
 it ends in for each disposition and the unfinished steps that end FAILED
-either way (contract §2.5.6), read for all rows in one query (:func:`unfinished_steps`).
+either way (contract §2.5.6), read for all rows in one query
+(:func:`oxide_batch.selectors.console.unfinished_steps`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Window
-from django.db.models.functions import RowNumber
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.applicable import recovery_overridable
 from oxide_batch.admin.base import link
 from oxide_batch.admin.display import badge, human, when
 from oxide_batch.admin.eligibility import lease, verdict
 from oxide_batch.domain.evidence import LatestStep, RecoveryProposal
-from oxide_batch.domain.status import UNRESOLVED_STATUSES, FailureCategory
-
-# The unfinished steps named per row; the rest are counted.
-STEPS_SHOWN = 10
-UNFINISHED = sorted(status.value for status in UNRESOLVED_STATUSES)
+from oxide_batch.domain.status import FailureCategory
 
 DIGEST_SHOWN = 12
 
@@ -117,32 +110,6 @@ def proposal_display(proposal: RecoveryProposal) -> dict[str, Any]:
         "unknown_commit": evidence.unknown_commit,
         "digest": proposal.evidence_digest[:DIGEST_SHOWN],
     }
-
-
-def unfinished_steps(execution_ids: Collection[int]) -> dict[int, tuple[list[dict[str, Any]], int]]:
-    """The unfinished steps (STARTING, STARTED, STOPPING, UNKNOWN) of each
-    execution, the first :data:`STEPS_SHOWN` by id with how many there are in
-    all — what a recovery resolves to FAILED (one query for every row)."""
-    if not execution_ids:
-        return {}
-    found = (
-        models.StepExecution.objects.filter(
-            job_execution_id__in=list(execution_ids), status__in=UNFINISHED
-        )
-        .annotate(
-            rank=Window(RowNumber(), partition_by=[F("job_execution_id")], order_by=F("id").asc()),
-            total=Window(Count("id"), partition_by=[F("job_execution_id")]),
-        )
-        .filter(rank__lte=STEPS_SHOWN)
-        .order_by("job_execution_id", "id")
-        .values("id", "job_execution_id", "step_name", "status", "total")
-    )
-    steps: dict[int, tuple[list[dict[str, Any]], int]] = {}
-    for step in found:
-        shown, _ = steps.get(step["job_execution_id"], ([], 0))
-        shown.append(step)
-        steps[step["job_execution_id"]] = (shown, step["total"])
-    return steps
 
 
 def recovery_outcome(

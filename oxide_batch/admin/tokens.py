@@ -23,6 +23,7 @@ from oxide_batch.admin.base import NoEditsAdmin
 from oxide_batch.admin.display import when
 from oxide_batch.repository.clock import SystemClock
 from oxide_batch.repository.tokens import revoke_api_tokens
+from oxide_batch.selectors import console
 
 SHOWN = ("key_prefix", "name", "user", "created_at", "expires_at", "revoked_at")
 
@@ -52,7 +53,7 @@ class ApiTokenAdmin(NoEditsAdmin):
     actions = ["revoke_selected"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[models.ApiToken]:
-        return super().get_queryset(request).select_related("user")
+        return console.token_list(super().get_queryset(request))
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         opts = self.opts

@@ -6,7 +6,7 @@ token as ``Authorization: Bearer <token>`` (RFC 6750: what most HTTP clients and
 API gateways send; contract §4.1), the keyword compared case-insensitively.
 The token's first 12 characters find its row (one indexed lookup, which also
 reads the user's flags and the batch permissions it holds:
-:func:`oxide_batch.selectors.token_credentials`); the SHA-256 of the whole
+:func:`oxide_batch.selectors.tokens.token_credentials`); the SHA-256 of the whole
 token is compared in constant time with the stored digest
 (:mod:`oxide_batch.domain.tokens`). A wrong token is ``Invalid token.``; the
 holder of a right one that expired or was revoked is told so; an inactive
@@ -30,7 +30,7 @@ from rest_framework.authentication import TokenAuthentication, get_authorization
 
 from oxide_batch.api import deps
 from oxide_batch.domain.tokens import TokenRefusal, key_prefix, refusal
-from oxide_batch.selectors import BATCH_CODENAMES, token_credentials
+from oxide_batch.selectors.tokens import BATCH_CODENAMES, token_credentials
 
 # The batch permission codenames the authenticated user holds (see permissions.py).
 ATTRIBUTE = "_oxide_batch_permissions"

@@ -21,7 +21,6 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
-from oxide_batch import selectors as batch_selectors
 from oxide_batch.api import deps
 from oxide_batch.domain.durations import MAX_AGE, parse_age
 from oxide_batch.domain.errors import DomainError
@@ -36,6 +35,7 @@ from oxide_batch.domain.names import (
 from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.retention import RetentionAction
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.selectors.unresolved import unresolved_executions_queryset
 
 
 def _job_name(value: str) -> None:
@@ -109,7 +109,7 @@ class ExecutionFilter(django_filters.FilterSet):  # type: ignore[misc]
     )
 
     def filter_unresolved(self, queryset: Any, name: str, value: str) -> Any:
-        unresolved = batch_selectors.unresolved_executions_queryset(
+        unresolved = unresolved_executions_queryset(
             now=deps.clock.now(), inactive_for=unresolved_age(value)
         )
         return queryset.filter(pk__in=unresolved.values("pk"))

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide_batch.api.selectors import ExecutionRecord
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.selectors.executions import ExecutionRecord
 
 
 def counts_data(counts: ExecutionCounts) -> dict[str, int]:

@@ -163,7 +163,7 @@ class ExecutionView:
     def activity_at(self) -> datetime:
         """contract §2.5.3's activity (the API's ``last_activity_at``); a row without
         the column (written outside the adapter) counts from ``updated_at``."""
-        own = self.last_activity_at or self.execution.updated_at
+        own = own_activity(self.last_activity_at, self.execution.updated_at)
         return latest_activity(own, self.newest_step_write_at)
 
     @property
@@ -305,6 +305,13 @@ class LatestStep:
             "version": self.version,
             "checkpoint": None if self.checkpoint is None else self.checkpoint.encoded(),
         }
+
+
+def own_activity(last_activity_at: datetime | None, updated_at: datetime) -> datetime:
+    """An execution row's own activity: its ``last_activity_at`` (runtime writes
+    and the owner's observations); a row without it — written outside the
+    adapter, whose every write sets it — counts from its ``updated_at``."""
+    return updated_at if last_activity_at is None else last_activity_at
 
 
 def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:

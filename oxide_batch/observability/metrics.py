@@ -300,7 +300,7 @@ class ExecutionGauges(Collector):
     by autovacuum's ANALYZE) give an estimate, flagged by
     ``oxide_batch_executions_estimated``; without statistics (SQLite) the value
     stays at the cap. Unresolved executions: the console's indexed query
-    (``selectors.needs_attention_queryset``, the partial index on
+    (``selectors.unresolved.needs_attention_queryset``, the partial index on
     unresolved statuses), also capped. A failed refresh keeps the last values
     and counts ``oxide_batch_gauge_refresh_failures_total``; a scrape never fails.
     """
@@ -335,7 +335,7 @@ class ExecutionGauges(Collector):
             return self._values
 
     def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, float]:
-        from oxide_batch.selectors import needs_attention_queryset
+        from oxide_batch.selectors.unresolved import needs_attention_queryset
 
         cap = batch_settings.METRICS_STATUS_COUNT_CAP
         now = self.now() if self.now is not None else _system_now()

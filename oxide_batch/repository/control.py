@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain import events
@@ -24,6 +24,7 @@ from oxide_batch.domain.evidence import (
     RecoveryEvidence,
     StopResult,
     observation_stops,
+    own_activity,
     owner_claim_needs_write,
     same_token,
     stop_request_applies,
@@ -34,6 +35,7 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.facts import newest_step_write, owner_recorded_of
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
     JOB_EXECUTION_COLUMNS,
@@ -70,26 +72,16 @@ def recorded_token(row: Row) -> bytes | None:
 
 def execution_view_from_row(row: Row) -> ExecutionView:
     """A ``CONTROL_COLUMNS`` row as an ``ExecutionView`` (the token stays behind);
-    with ``newest_step_write_at`` (:func:`newest_step_write`) when annotated."""
+    with ``newest_step_write_at`` (:func:`oxide_batch.facts.newest_step_write`) when annotated."""
     return ExecutionView(
         execution=job_execution_from_row(row),
         stop_requested_at=row["stop_requested_at"],
         stop_requested_by=row["stop_requested_by"],
-        owner_recorded=row["owner_token"] is not None,
+        owner_recorded=owner_recorded_of(row),
         last_observed_at=row["last_observed_at"],
         last_activity_at=row["last_activity_at"],
         newest_step_write_at=row.get("newest_step_write_at"),
     )
-
-
-def newest_step_write(using: str = "default") -> Subquery:
-    """The newest runtime write (``last_activity_at``) of the steps of the
-    execution in ``OuterRef("pk")`` (a correlated subquery on the ``ob_step_name``
-    index, led by the execution id): the step half of contract §2.5.3's activity — a
-    recovery, which moves the steps' ``updated_at``, never moves it."""
-    steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
-    newest = steps.order_by(F("last_activity_at").desc(nulls_last=True))
-    return Subquery(newest.values("last_activity_at")[:1])
 
 
 def _evidence_query(using: str) -> Any:
@@ -158,11 +150,11 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         status=BatchStatus(row["status"]),
         attempt=row["attempt"],
         version=row["version"],
-        owner_recorded=row["owner_token"] is not None,
+        owner_recorded=owner_recorded_of(row),
         failure_category=None if category is None else FailureCategory(category),
         # NULL only for rows written outside the adapter (the migration filled
         # the column from updated_at, the adapter sets it on every write).
-        last_activity_at=row["last_activity_at"] or row["updated_at"],
+        last_activity_at=own_activity(row["last_activity_at"], row["updated_at"]),
         last_observed_at=row["last_observed_at"],
         stop_requested_at=row["stop_requested_at"],
         newest_step_write_at=row["newest_step_write_at"],

@@ -47,11 +47,8 @@ from oxide_batch.domain.recovery import (
     resolved_step,
 )
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
-from oxide_batch.repository.control import (
-    RECOVERY_EXECUTION_COLUMNS,
-    execution_view_from_row,
-    newest_step_write,
-)
+from oxide_batch.facts import newest_step_write
+from oxide_batch.repository.control import RECOVERY_EXECUTION_COLUMNS, execution_view_from_row
 from oxide_batch.repository.definitions import DefinitionOperations
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,

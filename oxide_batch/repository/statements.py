@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from oxide_batch import models as models_  # noqa: TID251 (the model layer)
+from oxide_batch.facts import newest_step_write_sql
 
 Decoder = Callable[[Any, Any], Any]
 
@@ -238,11 +239,7 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
     def column(alias: str, field: models.Field[Any, Any]) -> str:
         return f"{alias}.{quote(field.column)}"
 
-    newest = (
-        f"(SELECT {column('s', step_activity)} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
-        f"WHERE {column('s', _field(step, 'job_execution_id'))} = {column('e', _pk(execution))} "
-        f"ORDER BY {column('s', step_activity)} DESC NULLS LAST LIMIT 1)"
-    )
+    newest = newest_step_write_sql(connection, column("e", _pk(execution)))
     selected = ", ".join(
         [
             *(column("e", field) for field in fields),

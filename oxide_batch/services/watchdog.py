@@ -2,7 +2,8 @@
 
 A claimed execution's owner holds a lease that expires ``OXIDE_BATCH_LEASE_TTL``
 after its latest activity. A pass of the watchdog reads the claimed, active
-executions silent longer than that (:func:`~oxide_batch.selectors.expired_lease_candidates`),
+executions silent longer than that
+(:func:`~oxide_batch.selectors.unresolved.expired_lease_candidates`),
 their recovery proposals in one read, and applies to each one still eligible
 because its lease expired the operator's own audited recovery:
 ``MARK_FAILED`` (so the job can be restarted) with the reason ``LEASE_EXPIRED``,
@@ -45,7 +46,7 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
 from oxide_batch.domain.recovery import RecoveryDisposition
-from oxide_batch.selectors import expired_lease_candidates
+from oxide_batch.selectors.unresolved import expired_lease_candidates
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.operator import OperatorService
 

@@ -223,7 +223,7 @@ def test_the_dashboards_unresolved_views_are_rows_too(demo):
     helper tells which action each offers, in one read for all of them."""
     from django.utils import timezone
 
-    from oxide_batch.selectors import unresolved_executions
+    from oxide_batch.selectors.unresolved import unresolved_executions
 
     views = unresolved_executions(now=timezone.now(), inactive_for=STALE_AFTER, limit=20)
     assert views

@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from oxide_batch import models
-from oxide_batch.services.bootstrap import operator_service
+from oxide_batch.domain import BatchStatus
+from tests.helpers import key, launch, move
 
 pytestmark = pytest.mark.django_db
 
@@ -87,9 +88,10 @@ def test_the_timeline_is_in_time_order_from_the_durable_timestamps(admin_client,
 def test_after_a_recovery_the_page_links_the_decision_and_resolves_the_steps(admin_client, demo):
     from oxide_batch.repository import DjangoJobRepository
     from oxide_batch.services.audit import Actor
+    from oxide_batch.services.operator import OperatorService
 
     stale = models.JobExecution.objects.get(job_name="customer_sync")
-    service = operator_service(DjangoJobRepository())
+    service = OperatorService(DjangoJobRepository())
     proposal = service.propose(stale.pk)
     from oxide_batch.domain.recovery import RecoveryDisposition
 
@@ -118,6 +120,29 @@ def test_the_case_file_shows_the_visible_parameters(admin_client, demo):
     run = models.JobExecution.objects.filter(job_name="nightly_import").order_by("-pk")[0]
     case = _case(_page(admin_client, run.pk))
     assert "business_date=<code>" in case
+
+
+def test_the_owner_token_is_never_read_by_the_execution_pages(admin_client, demo, repo, clock):
+    """The pages say whether an owner is recorded (``facts.owner_recorded``,
+    ``owner_token IS NOT NULL`` in the list's one query), never the token: no
+    statement of a finished execution's pages selects the column, not even a
+    deferred field's load (an unresolved one's proposal is the repository's
+    evidence read)."""
+    owned = launch(repo, key(run="owned"))
+    with repo.begin() as uow:
+        uow.claim_execution_owner(owned.id, 0, b"\x01" * 16)
+        uow.commit()
+    move(repo, owned, BatchStatus.STARTED, BatchStatus.COMPLETED, clock=clock)
+    pages = [
+        reverse("admin:oxide_batch_jobexecution_changelist"),
+        reverse("admin:oxide_batch_jobexecution_change", args=[owned.id]),
+    ]
+    with CaptureQueriesContext(connection) as captured:
+        for url in pages:
+            assert admin_client.get(url).status_code == 200
+    selected = re.compile(r'"owner_token"\s*(,|FROM\b)')
+    assert not [q["sql"] for q in captured.captured_queries if selected.search(q["sql"])]
+    assert "owner recorded" in _case(_page(admin_client, owned.id))
 
 
 def test_the_case_file_reads_a_constant_number_of_queries(admin_client, demo, more_rows):

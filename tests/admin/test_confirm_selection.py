@@ -12,7 +12,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from oxide_batch import models
-from oxide_batch.admin.actions import MAX_ROWS
+from oxide_batch.admin.actions.selection import MAX_ROWS
 from tests.admin.test_actions import _url
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from oxide_batch import models, selectors
+from oxide_batch import models
 from oxide_batch.conf import batch_settings
+from oxide_batch.selectors.unresolved import unresolved_executions
 
 pytestmark = pytest.mark.django_db
 
@@ -130,7 +131,7 @@ def test_the_recover_button_is_the_first_cell_of_its_row(admin_client, demo):
     html = page(admin_client)
     table = html[html.index('id="ob-unresolved"') :].split("</table>", 1)[0]
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.DOTALL)
-    unresolved = selectors.unresolved_executions(
+    unresolved = unresolved_executions(
         now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
     )
     assert unresolved

@@ -13,10 +13,11 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from oxide_batch import models, selectors
+from oxide_batch import models
 from oxide_batch.conf import batch_settings
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus
+from oxide_batch.selectors.unresolved import needs_attention_queryset
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,7 @@ def test_the_unresolved_filter_lists_exactly_the_unresolved_executions(admin_cli
     lapsed = claimed(Workload(datetime.now(UTC) - timedelta(minutes=2)), "lapsed_job")
     html = _get(admin_client, reverse(CHANGELIST) + "?triage=unresolved")
     expected = set(
-        selectors.needs_attention_queryset(
+        needs_attention_queryset(
             now=timezone.now(),
             stale_after=batch_settings.RECOVERY_STALE_AFTER,
             lease_ttl=batch_settings.LEASE_TTL,

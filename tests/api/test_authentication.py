@@ -35,7 +35,7 @@ from oxide_batch.roles import (
     VIEW_BATCH_PAYLOAD,
     VIEWER,
 )
-from oxide_batch.selectors import token_credentials
+from oxide_batch.selectors.tokens import token_credentials
 from tests.api.support import Runtime, fixed_api_clock, problem, token_client, url
 from tests.helpers import api_token
 

@@ -214,7 +214,7 @@ def test_a_database_fault_is_503_with_retry_after(rt: Runtime, monkeypatch) -> N
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr("oxide_batch.api.selectors.executions", fail)
+    monkeypatch.setattr("oxide_batch.api.views.executions.executions", fail)
     problem(rt.get("executions", expect=None), 503, "unavailable")
 
 
@@ -235,7 +235,7 @@ def test_an_unexpected_error_is_a_problem_500(rt: Runtime, monkeypatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("defect")
 
-    monkeypatch.setattr("oxide_batch.api.selectors.executions", broken)
+    monkeypatch.setattr("oxide_batch.api.views.executions.executions", broken)
     rt.client.raise_request_exception = False
     problem(rt.get("executions", expect=None), 500, "internal_error")
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from oxide_batch.api import selectors
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.selectors.executions import execution_record
 from tests.api.support import (
     DIGEST,
     EXECUTION_KEYS,
@@ -534,7 +534,7 @@ def test_claim_and_control(rt: Runtime, repo: DjangoJobRepository) -> None:
 
 def test_with_extras_reads_one_row(rt: Runtime) -> None:
     _, execution = rt.launch()
-    record = selectors.execution_record(execution["id"])
+    record = execution_record(execution["id"])
     assert record.extras.definition is None
     assert record.extras.owner_recorded is False
     assert ok is not None

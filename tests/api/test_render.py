@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oxide_batch import models
-from oxide_batch.api import render, selectors
+from oxide_batch.api import render
 from oxide_batch.api import serializers as s
-from oxide_batch.api.selectors import DefinitionRef, ExecutionExtras, ExecutionRecord
 from oxide_batch.domain.execution import (
     ExecutionCounts,
     ExecutionMetadata,
@@ -26,6 +25,13 @@ from oxide_batch.domain.execution import (
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.roles import ensure_roles
+from oxide_batch.selectors.executions import (
+    DefinitionRef,
+    ExecutionExtras,
+    ExecutionRecord,
+    execution_record,
+)
+from oxide_batch.selectors.steps import step_record
 from tests.api.hostile.world import World, build_world
 from tests.repository.test_statements import rich_rows
 
@@ -45,10 +51,10 @@ def test_every_execution_and_step_renders_as_its_serializer(world: World) -> Non
     assert len(execution_ids) >= 5
     assert len(step_ids) >= 3
     for pk in execution_ids:
-        record = selectors.execution_record(pk)
+        record = execution_record(pk)
         assert render.execution_data(record) == s.ExecutionOutput(record).data
     for pk in step_ids:
-        step = selectors.step(pk)
+        step = step_record(pk)
         assert render.step_data(step) == s.StepOutput(step).data
 
 

@@ -16,8 +16,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
-from oxide_batch import selectors
 from oxide_batch.conf import batch_settings
+from oxide_batch.selectors.unresolved import unresolved_executions
 
 User = get_user_model()
 
@@ -44,7 +44,7 @@ def test_the_dashboard_fits_a_390_pixel_phone(browser, live_server, tmp_path):
 
     call_command("demo_workload", stdout=io.StringIO())
     _log_in(browser, live_server.url)
-    unresolved = selectors.unresolved_executions(
+    unresolved = unresolved_executions(
         now=timezone.now(), inactive_for=batch_settings.RECOVERY_STALE_AFTER
     )
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)

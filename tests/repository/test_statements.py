@@ -12,8 +12,8 @@ from django.apps import apps
 from django.db import IntegrityError, connection, models, transaction
 
 from oxide_batch import models as models_
+from oxide_batch.facts import newest_step_write
 from oxide_batch.repository import statements
-from oxide_batch.repository.control import newest_step_write
 from oxide_batch.roles import ensure_roles
 from tests.api.hostile.world import CHECKPOINT, TOKEN, World, build_world
 

@@ -19,7 +19,7 @@ from oxide_batch.domain.errors import ApiTokenNotFound, GroupNotFound, NameTooLo
 from oxide_batch.repository import FixedClock
 from oxide_batch.repository import tokens as repository
 from oxide_batch.roles import RUNTIME
-from oxide_batch.selectors import api_tokens
+from oxide_batch.selectors.tokens import api_tokens
 from tests.api.support import fixed_api_clock
 
 User = get_user_model()

@@ -15,6 +15,7 @@ from oxide_batch.admin.base import (
 from oxide_batch.admin.eligibility import decision_reason, recorded_evidence
 from oxide_batch.admin.pages.common import moment
 from oxide_batch.admin.pages.steps import StepExecutionAdmin
+from oxide_batch.selectors import pages
 
 
 @admin.register(models.RecoveryDecision)
@@ -81,18 +82,9 @@ class RecoveryDecisionAdmin(ReadOnlyAdmin):
     @admin.display(description="operator request")
     def operator_request(self, obj: models.RecoveryDecision) -> SafeString:
         """The audited request that made this decision (one indexed query)."""
-        request = (
-            models.OperatorRequest.objects.filter(
-                job_execution_id=obj.job_execution_id,
-                action="RECOVER",
-                outcome="APPLIED",
-                observed_version=obj.execution_version,
-            )
-            .order_by("id")
-            .values_list("id", flat=True)
-            .first()
+        return link(
+            "operatorrequest", pages.recover_request_id(obj.job_execution_id, obj.execution_version)
         )
-        return link("operatorrequest", request)
 
     @admin.display(description="resolved steps (→ FAILED)")
     def resolved_steps(self, obj: models.RecoveryDecision) -> SafeString:
@@ -150,13 +142,7 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
             or obj.observed_version is None
         ):
             return format_html("{}", "—")
-        decision = (
-            models.RecoveryDecision.objects.filter(
-                job_execution_id=obj.job_execution_id, execution_version=obj.observed_version
-            )
-            .values("id", "eligibility", "override_note")
-            .first()
-        )
+        decision = pages.decision_of(obj.job_execution_id, obj.observed_version)
         if decision is None:
             return link("recoverydecision", None)
         return format_html(

@@ -19,8 +19,8 @@ from oxide_batch.admin.base import (
 from oxide_batch.admin.display import (
     when,
 )
-from oxide_batch.job_names import JOB_NAMES_MAX, job_names
-from oxide_batch.parameter_search import (
+from oxide_batch.selectors.job_names import JOB_NAMES_MAX, job_names
+from oxide_batch.selectors.parameters import (
     PARAMETER_MATCHES_MAX,
     instances_with,
     is_searchable,
@@ -63,7 +63,7 @@ def counts_text(obj: Any) -> str:
 
 class SearchByIdOrName:
     """``123`` → primary key; ``name=value`` → the instances whose visible
-    parameter ``name`` has exactly that value (:mod:`oxide_batch.parameter_search`);
+    parameter ``name`` has exactly that value (:mod:`oxide_batch.selectors.parameters`);
     anything else → the exact (indexed) job name."""
 
     name_field = "job_name"
@@ -103,7 +103,7 @@ class SearchByIdOrName:
 
 class JobNameFilter(admin.SimpleListFilter):
     """Every job name of the page's own table, whatever definition its jobs were
-    launched on: one bounded index walk (:func:`oxide_batch.job_names.job_names`),
+    launched on: one bounded index walk (:func:`oxide_batch.selectors.job_names.job_names`),
     never a DISTINCT or COUNT over the table. Beyond :data:`JOB_NAMES_MAX` names
     the list says it is truncated; a typed name (search, or ``?job_name=``)
     still filters, and is shown as the selected choice."""

@@ -9,14 +9,8 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import (
-    BooleanField,
-    Exists,
-    ExpressionWrapper,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
-    Sum,
 )
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
@@ -24,9 +18,10 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin import casefile
-from oxide_batch.admin.actions import ExecutionActions, action_choices
+from oxide_batch.admin.actions.executions import ExecutionActions
+from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
@@ -43,7 +38,6 @@ from oxide_batch.admin.display import (
     fate,
     human_short,
     inactivity,
-    latest,
     parameters,
     recorded_by_decision,
     when,
@@ -60,7 +54,9 @@ from oxide_batch.admin.pages.common import (
 )
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.status import FailureCategory
-from oxide_batch.repository.control import newest_step_write
+from oxide_batch.selectors import console, pages
+from oxide_batch.selectors.failures import FAILED_WITHIN
+from oxide_batch.selectors.unresolved import needs_attention_queryset
 
 
 class InstanceFilter(admin.SimpleListFilter):
@@ -86,7 +82,7 @@ class TriageFilter(admin.SimpleListFilter):
 
     title = "needs attention"
     parameter_name = "triage"
-    FAILED_WITHIN = selectors.FAILED_WITHIN
+    FAILED_WITHIN = FAILED_WITHIN
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         threshold = human_short(batch_settings.RECOVERY_STALE_AFTER)
@@ -101,7 +97,7 @@ class TriageFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()
         if self.value() == "unresolved":
-            unresolved = selectors.needs_attention_queryset(
+            unresolved = needs_attention_queryset(
                 now=now,
                 stale_after=batch_settings.RECOVERY_STALE_AFTER,
                 lease_ttl=batch_settings.LEASE_TTL,
@@ -188,7 +184,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     instance_field = "job_instance_id"
     ordering = ("-created_at", "-id")
     # Status, job, parameters, activity, owner, stop and failure are in the case
-    # file above the fields (casefile.py); the fields hold the rest of the row.
+    # file above the fields (admin/casefile/); the fields hold the rest of the row.
     fields = (
         "id",
         "instance",
@@ -238,31 +234,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         return [path("dashboard/", view, name="oxide_batch_dashboard"), *super().get_urls()]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset: QuerySet[Any] = (
-            super()
-            .get_queryset(request)
-            .defer("owner_token")
-            .annotate(
-                has_owner=ExpressionWrapper(
-                    Q(owner_token__isnull=False), output_field=BooleanField()
-                ),
-                # The instance's parameters in the page's one query (a scalar
-                # subquery, not a join: the paginator's count then skips it).
-                instance_parameters=Subquery(
-                    models.JobInstance.objects.filter(pk=OuterRef("job_instance_id")).values(
-                        "identifying_parameters"
-                    )[:1]
-                ),
-                # The newest runtime write of a step (chunk, checkpoint,
-                # transition) also counts as activity (contract §2.5.3) — never the
-                # steps' updated_at, which a recovery moves; for the page's rows.
-                newest_step_write=newest_step_write(),
-                # What became of a failure (abandoned, rerun), for failed rows.
-                **selectors.failure_fate_annotations(),
-                failure_id_given=selectors.failure_id_given(),
-            )
-        )
-        return queryset
+        return console.execution_list(super().get_queryset(request))
 
     @admin.display(description="parameters")
     def run_parameters(self, obj: Any) -> SafeString:
@@ -295,7 +267,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         what became of it — one cell, empty when there is nothing to say."""
         now = timezone.now()
         parts: list[SafeString] = []
-        if getattr(obj, "has_owner", False):
+        if getattr(obj, "owner_recorded", False):
             parts.append(format_html('<span class="ob-badge ob-muted">{}</span>', "owner"))
         if obj.stop_requested_at is not None:
             parts.append(
@@ -329,15 +301,15 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="last activity")
     def activity(self, obj: Any) -> SafeString:
-        return when_short(latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)))
+        return when_short(console.execution_activity(obj))
 
     @admin.display(description="inactivity")
     def inactivity(self, obj: Any) -> SafeString:
         # An owned execution is stale once its owner's lease expired (contract §2.5.3).
-        owned = bool(getattr(obj, "has_owner", False))
+        owned = bool(getattr(obj, "owner_recorded", False))
         return inactivity(
             obj.status,
-            latest(obj.last_activity_at, getattr(obj, "newest_step_write", None)),
+            console.execution_activity(obj),
             threshold=batch_settings.LEASE_TTL if owned else batch_settings.RECOVERY_STALE_AFTER,
             compact=True,
         )
@@ -363,24 +335,13 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
         counts are in its partition and, once aggregated, in the manager step,
         so worker steps are left out (the job-level counters are not shown:
         only a terminal rollback moves them). One query."""
-        is_worker = models.StepPartition.objects.filter(worker_step_execution_id=OuterRef("pk"))
-        sums = (
-            models.StepExecution.objects.filter(job_execution_id=obj.pk)
-            .exclude(Exists(is_worker))
-            .aggregate(**{c: Sum(c) for c in COUNTS})
-        )
+        sums = pages.step_totals(obj.pk)
         text = ", ".join(f"{SHORT[c]} {sums[c] or 0:,}" for c in COUNTS if sums[c]) or "none yet"
         return f"{text} — a partitioned step counts its partitions once it has aggregated them"
 
     @admin.display(description="steps")
     def steps(self, obj: models.JobExecution) -> SafeString:
-        rows, more = bounded(
-            models.StepExecution.objects.filter(job_execution_id=obj.pk)
-            .order_by("id")
-            .only("id", "step_name", "status", *COUNTS, "started_at", "ended_at", "version")[
-                : LINKED_ROWS + 1
-            ]
-        )
+        rows, more = bounded(pages.execution_steps(obj.pk, limit=LINKED_ROWS + 1))
         return table(
             ("step", "status", "counts", "duration", "version"),
             (
@@ -399,19 +360,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="flow decisions")
     def flow_decisions(self, obj: models.JobExecution) -> SafeString:
-        rows, more = bounded(
-            models.FlowDecision.objects.filter(job_execution_id=obj.pk)
-            .order_by("sequence")
-            .only(
-                "id",
-                "sequence",
-                "source_node_id",
-                "kind",
-                "observed_outcome",
-                "target_node_id",
-                "terminal",
-            )[: LINKED_ROWS + 1]
-        )
+        rows, more = bounded(pages.flow_decisions(obj.pk, limit=LINKED_ROWS + 1))
         return table(
             ("#", "from", "outcome", "kind", "to"),
             (
@@ -430,9 +379,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="operator audit")
     def audit(self, obj: models.JobExecution) -> SafeString:
-        rows = list(
-            models.OperatorRequest.objects.filter(job_execution_id=obj.pk).order_by("-id")[:20]
-        )
+        rows = pages.operator_requests(obj.pk)
         return table(
             ("request", "action", "actor", "outcome", "result", "when"),
             (

@@ -12,7 +12,8 @@ from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin import casefile
-from oxide_batch.admin.actions import InstanceActions, action_choices
+from oxide_batch.admin.actions.instances import InstanceActions
+from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
@@ -28,6 +29,7 @@ from oxide_batch.admin.display import (
     yes_no,
 )
 from oxide_batch.admin.pages.common import JobNameFilter, SearchByIdOrName
+from oxide_batch.selectors import pages
 
 
 @admin.register(models.JobInstance)
@@ -74,13 +76,7 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
 
     @admin.display(description="attempts")
     def attempts(self, obj: models.JobInstance) -> SafeString:
-        rows, more = bounded(
-            models.JobExecution.objects.filter(job_instance_id=obj.pk)
-            .order_by("-attempt")
-            .only("id", "attempt", "status", "created_at", "started_at", "ended_at", "version")[
-                : LINKED_ROWS + 1
-            ]
-        )
+        rows, more = bounded(pages.attempts(obj.pk, limit=LINKED_ROWS + 1))
         return table(
             ("attempt", "execution", "status", "created", "duration", "version"),
             (

@@ -8,16 +8,14 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import (
-    OuterRef,
     QuerySet,
-    Subquery,
 )
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from oxide_batch import models, selectors  # noqa: TID251 (the model layer)
+from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
@@ -33,11 +31,12 @@ from oxide_batch.admin.display import (
     recorded_by_decision,
 )
 from oxide_batch.admin.display import failure as render_failure
-from oxide_batch.admin.pages.common import COUNTS, counts_text
+from oxide_batch.admin.pages.common import counts_text
 from oxide_batch.admin.pages.executions import JobExecutionAdmin
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.repository import DjangoJobRepository
+from oxide_batch.selectors import console, pages
 
 
 class ExecutionFilter(admin.SimpleListFilter):
@@ -86,22 +85,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset: QuerySet[Any] = (
-            super()
-            .get_queryset(request)
-            .defer("checkpoint", "context")
-            # A step of a finished execution never reads "running". A scalar
-            # subquery, not a join: the paginator's count then skips it.
-            .annotate(
-                execution_status=Subquery(
-                    models.JobExecution.objects.filter(pk=OuterRef("job_execution_id")).values(
-                        "status"
-                    )[:1]
-                ),
-                failure_id_given=selectors.failure_id_given(),
-            )
-        )
-        return queryset
+        return console.step_list(super().get_queryset(request))
 
     status_badge = JobExecutionAdmin.status_badge
     counts = JobExecutionAdmin.counts
@@ -139,11 +123,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="partitions")
     def partitions(self, obj: models.StepExecution) -> SafeString:
-        rows, more = bounded(
-            models.StepPartition.objects.filter(step_execution_id=obj.pk)
-            .order_by("ordinal")
-            .only("id", "partition_key", "ordinal", "status", *COUNTS, "version")[: LINKED_ROWS + 1]
-        )
+        rows, more = bounded(pages.partitions(obj.pk, limit=LINKED_ROWS + 1))
         return table(
             ("#", "partition", "status", "counts", "version"),
             (
@@ -163,12 +143,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     def checkpoint_viewer_context(
         self, request: HttpRequest, obj: models.StepExecution
     ) -> dict[str, Any]:
-        raw: dict[str, Any] = dict(
-            models.StepExecution.objects.filter(pk=obj.pk)
-            .values("checkpoint", "checkpoint_checksum")
-            .first()
-            or {},
-        )
+        raw = pages.stored_checkpoint(obj.pk)
         text = raw.get("checkpoint")
         info: dict[str, Any] = {"present": text is not None, "size": len(text or "")}
         if text is None:
@@ -250,7 +225,7 @@ class StepPartitionAdmin(ReadOnlyAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).defer("context")
+        return console.partition_list(super().get_queryset(request))
 
     status_badge = JobExecutionAdmin.status_badge
     counts = JobExecutionAdmin.counts

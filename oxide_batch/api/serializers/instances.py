@@ -10,13 +10,13 @@ from rest_framework import serializers
 
 from oxide_batch.api.errors import at
 from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, NameField
-from oxide_batch.api.selectors import InstanceRecord
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
 from oxide_batch.api.shapes import PARAMETER_MAP
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
+from oxide_batch.selectors.instances import InstanceRecord
 
 
 def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[JobParameter]:

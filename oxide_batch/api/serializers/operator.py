@@ -19,7 +19,6 @@ from oxide_batch.api.fields import (
     OperatorStringField,
     StrictIntegerField,
 )
-from oxide_batch.api.selectors import ExecutionRecord
 from oxide_batch.api.serializers.base import (
     OPERATION_ID,
     REASON_CODE,
@@ -39,6 +38,7 @@ from oxide_batch.domain.recovery import (
     validate_override_note,
 )
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.selectors.executions import ExecutionRecord
 from oxide_batch.services.audit import Outcome
 from oxide_batch.services.operator import OperatorResult
 

@@ -6,7 +6,6 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import ID_SCHEMA, operator_string_schema
 from oxide_batch.api.filters import (
@@ -21,6 +20,13 @@ from oxide_batch.domain.names import OperatorStringKind
 from oxide_batch.domain.operator import OperatorAction, RecordOutcome
 from oxide_batch.domain.retention import RetentionAction
 from oxide_batch.roles import VIEW_BATCH
+from oxide_batch.selectors.audit import (
+    operator_record_from_row,
+    operator_requests,
+    recovery_decisions,
+    retention_record_from_row,
+    retention_records,
+)
 
 AUDIT_ID_PARAMETERS = [
     OpenApiParameter("job_execution_id", ID_SCHEMA, description="Only rows of this execution."),
@@ -46,7 +52,7 @@ class RecoveryDecisionsView(BatchView):
         tags=["audit"],
     )
     def get(self, request: Request) -> Response:
-        queryset = apply_filters(RecoveryDecisionFilter, request, selectors.recovery_decisions())
+        queryset = apply_filters(RecoveryDecisionFilter, request, recovery_decisions())
         return self.page(request, queryset, s.AuditRecoveryDecisionOutput)
 
 
@@ -70,10 +76,8 @@ class OperatorRequestsView(BatchView):
         tags=["audit"],
     )
     def get(self, request: Request) -> Response:
-        queryset = apply_filters(OperatorRequestFilter, request, selectors.operator_requests())
-        return self.page(
-            request, queryset, s.OperatorRecordOutput, selectors.operator_record_from_row
-        )
+        queryset = apply_filters(OperatorRequestFilter, request, operator_requests())
+        return self.page(request, queryset, s.OperatorRecordOutput, operator_record_from_row)
 
 
 class RetentionRecordsView(BatchView):
@@ -99,7 +103,5 @@ class RetentionRecordsView(BatchView):
         tags=["audit"],
     )
     def get(self, request: Request) -> Response:
-        queryset = apply_filters(RetentionRecordFilter, request, selectors.retention_records())
-        return self.page(
-            request, queryset, s.RetentionRecordOutput, selectors.retention_record_from_row
-        )
+        queryset = apply_filters(RetentionRecordFilter, request, retention_records())
+        return self.page(request, queryset, s.RetentionRecordOutput, retention_record_from_row)

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from oxide_batch.api import deps, selectors
+from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.contract import ApiContract
 from oxide_batch.api.errors import at
@@ -24,6 +24,7 @@ from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, valid
 from oxide_batch.domain.jobscope import check_scope, pattern_regex
 from oxide_batch.repository.port import JobRepository, UnitOfWork
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
+from oxide_batch.selectors.scope import job_name_of
 from oxide_batch.services.audit import Actor
 
 K = IdentifierKind
@@ -87,7 +88,7 @@ class BatchView(ApiContract):
             if key in PATH_IDS:
                 # One indexed read, for a limited token only; an unknown id is the
                 # view's 404, not a 403.
-                job_name = selectors.job_name_of(key, value)
+                job_name = job_name_of(key, value)
                 if job_name is not None:
                     check_scope(patterns, job_name)
 

@@ -8,7 +8,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import render, selectors
+from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
@@ -29,6 +29,13 @@ from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
+from oxide_batch.selectors.executions import (
+    execution_record,
+    execution_record_from_row,
+    executions,
+    with_extras,
+)
+from oxide_batch.selectors.instances import instance_exists, instance_record
 
 #: Why a new attempt (``POST instances/{id}/executions``, ``POST launches``) is refused.
 NEW_ATTEMPT_CONFLICTS = (
@@ -56,11 +63,11 @@ class InstanceExecutionsView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request, instance_id: int) -> Response:
-        queryset = selectors.executions().filter(job_instance_id=instance_id)
+        queryset = executions().filter(job_instance_id=instance_id)
         paginator, rows = paginate(self, request, queryset)
-        if not rows and not selectors.instance_exists(instance_id):
+        if not rows and not instance_exists(instance_id):
             raise JobInstanceNotFound(id=instance_id)
-        records = [selectors.execution_record_from_row(row) for row in rows]
+        records = [execution_record_from_row(row) for row in rows]
         return paginator.get_paginated_response(s.ExecutionOutput(records, many=True).data)
 
     @endpoint(
@@ -85,7 +92,7 @@ class InstanceExecutionsView(BatchView):
         digest = self.read(s.LaunchInput, request.data).to_domain()
         with self.unit_of_work() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
-            record = selectors.with_extras(execution, uow)
+            record = with_extras(execution, uow)
             control = uow.write_control(execution.id)
             uow.commit()
         return Response(render.execution_write_data(record, control), status=http.HTTP_201_CREATED)
@@ -131,8 +138,8 @@ class ExecutionsView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request) -> Response:
-        queryset = self.scoped(apply_filters(ExecutionFilter, request, selectors.executions()))
-        return self.page(request, queryset, s.ExecutionOutput, selectors.execution_record_from_row)
+        queryset = self.scoped(apply_filters(ExecutionFilter, request, executions()))
+        return self.page(request, queryset, s.ExecutionOutput, execution_record_from_row)
 
 
 class ExecutionView(BatchView):
@@ -148,7 +155,7 @@ class ExecutionView(BatchView):
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        return Response(render.execution_data(selectors.execution_record(execution_id)))
+        return Response(render.execution_data(execution_record(execution_id)))
 
 
 class ExecutionTransitionView(BatchView):
@@ -179,7 +186,7 @@ class ExecutionTransitionView(BatchView):
             execution = uow.transition_job_execution(
                 execution_id, expected, transition, by_runtime=True, exit_code=exit_code
             )
-            record = selectors.with_extras(execution, uow)
+            record = with_extras(execution, uow)
             control = uow.write_control(execution_id)
             uow.commit()
         return Response(render.execution_write_data(record, control))
@@ -204,7 +211,7 @@ class ExecutionExitStatusView(BatchView):
         expected, exit_code = data.to_domain()
         with self.unit_of_work(data.owner_token_value()) as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
-            record = selectors.with_extras(execution, uow)
+            record = with_extras(execution, uow)
             control = uow.write_control(execution_id)
             uow.commit()
         return Response(render.execution_write_data(record, control))
@@ -243,7 +250,7 @@ class ExecutionClaimView(BatchView):
         expected, token = self.read(s.ClaimInput, request.data).to_domain()
         with self.unit_of_work(token) as uow:
             view = uow.claim_execution_owner(execution_id, expected, token)
-            record = selectors.with_extras(view.execution, uow)
+            record = with_extras(view.execution, uow)
             uow.commit()
         # The claim's own token is now the recorded one (or the refusal said so).
         control = WriteControl(
@@ -276,7 +283,7 @@ class ExecutionControlView(BatchView):
         token = self.read(s.ControlInput, request.data).to_domain()
         with self.unit_of_work() as uow:
             control = uow.observe_execution_control(execution_id, token)
-            record = selectors.with_extras(control.execution.execution, uow)
+            record = with_extras(control.execution.execution, uow)
             uow.commit()
         return Response(
             {
@@ -318,9 +325,9 @@ class LaunchesView(BatchView):
         self.check_job(key.job_name)
         with self.unit_of_work(token) as uow:
             launch = uow.launch_job_execution(key, token, definition_digest=digest)
-            record = selectors.with_extras(launch.execution, uow)
+            record = with_extras(launch.execution, uow)
             control = uow.write_control(launch.execution.id)
-            instance = selectors.instance_record(launch.instance.id)
+            instance = instance_record(launch.instance.id)
             uow.commit()
         return Response(
             {

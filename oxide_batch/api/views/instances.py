@@ -7,7 +7,6 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import selectors
 from oxide_batch.api import serializers as s
 from oxide_batch.api.filters import InstanceFilter, apply_filters
 from oxide_batch.api.schema import endpoint
@@ -15,6 +14,7 @@ from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, READ_RUN, BatchView
 from oxide_batch.domain.names import NameKind
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
+from oxide_batch.selectors.instances import instance_record, instance_record_from_row, instances
 
 
 class InstancesView(BatchView):
@@ -36,8 +36,8 @@ class InstancesView(BatchView):
         tags=["instances"],
     )
     def get(self, request: Request) -> Response:
-        queryset = self.scoped(apply_filters(InstanceFilter, request, selectors.instances()))
-        return self.page(request, queryset, s.InstanceOutput, selectors.instance_record_from_row)
+        queryset = self.scoped(apply_filters(InstanceFilter, request, instances()))
+        return self.page(request, queryset, s.InstanceOutput, instance_record_from_row)
 
     @endpoint(
         operation_id="select_or_create_instance",
@@ -55,7 +55,7 @@ class InstancesView(BatchView):
         self.check_job(key.job_name)
         with self.unit_of_work() as uow:
             selection = uow.select_or_create_job_instance(key)
-            record = selectors.instance_record(selection.instance.id)
+            record = instance_record(selection.instance.id)
             uow.commit()
         return Response(
             s.InstanceOutput(record).data,
@@ -76,4 +76,4 @@ class InstanceView(BatchView):
         tags=["instances"],
     )
     def get(self, request: Request, instance_id: int) -> Response:
-        return Response(s.InstanceOutput(selectors.instance_record(instance_id)).data)
+        return Response(s.InstanceOutput(instance_record(instance_id)).data)

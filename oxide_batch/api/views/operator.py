@@ -6,19 +6,20 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import deps, selectors
+from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.throttling import THROTTLED
 from oxide_batch.api.views.base import READ, REPLAY_DOC, BatchView, actor_of
 from oxide_batch.roles import ABANDON_EXECUTION, RECOVER_EXECUTION, STOP_EXECUTION, VIEW_BATCH
+from oxide_batch.selectors.executions import with_extras
 from oxide_batch.services.operator import OperatorResult
 
 
 def operator_response(result: OperatorResult, *, recover: bool = False) -> Response:
     """An operator service's result with the execution it names as the API shows
     it now (``None``: a replay after the execution was purged)."""
-    execution = None if result.execution is None else selectors.with_extras(result.execution)
+    execution = None if result.execution is None else with_extras(result.execution)
     return Response(s.operator_data(result, execution, recover=recover))
 
 

@@ -6,7 +6,7 @@ from rest_framework import status as http
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from oxide_batch.api import render, selectors
+from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import (
@@ -21,6 +21,8 @@ from oxide_batch.api.views.base import (
 )
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
+from oxide_batch.selectors.executions import execution_exists
+from oxide_batch.selectors.steps import step_from_row, step_record, steps
 
 
 class ExecutionStepsView(BatchView):
@@ -38,11 +40,11 @@ class ExecutionStepsView(BatchView):
         tags=["steps"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        queryset = selectors.steps().filter(job_execution_id=execution_id)
+        queryset = steps().filter(job_execution_id=execution_id)
         paginator, rows = paginate(self, request, queryset)
-        if not rows and not selectors.execution_exists(execution_id):
+        if not rows and not execution_exists(execution_id):
             raise JobExecutionNotFound(id=execution_id)
-        found = [selectors.step_from_row(row) for row in rows]
+        found = [step_from_row(row) for row in rows]
         return paginator.get_paginated_response(s.StepOutput(found, many=True).data)
 
     @endpoint(
@@ -126,7 +128,7 @@ class StepView(BatchView):
         tags=["steps"],
     )
     def get(self, request: Request, step_id: int) -> Response:
-        return Response(render.step_data(selectors.step(step_id)))
+        return Response(render.step_data(step_record(step_id)))
 
 
 class StepTransitionView(BatchView):

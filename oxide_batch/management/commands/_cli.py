@@ -232,20 +232,14 @@ def login_account(login: str | None) -> int | None:
     """The active account whose username is the command's login name, if any."""
     if not login:
         return None
-    from django.contrib.auth import get_user_model
+    from oxide_batch.selectors.accounts import active_account_id
 
-    user_model: Any = get_user_model()
     try:
-        found = (
-            user_model.objects.filter(**{user_model.USERNAME_FIELD: login, "is_active": True})
-            .values_list("pk", flat=True)
-            .first()
-        )
+        return active_account_id(login)
     except DatabaseError:
         # No account to credit (the database unreachable, or not migrated yet):
         # the command goes on to check its input, then meets the database itself.
         return None
-    return None if found is None else int(found)
 
 
 class OxideCommand(BaseCommand):

@@ -12,7 +12,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
-from oxide_batch.selectors import execution_view
+from oxide_batch.selectors.executions import execution_view
 from oxide_batch.services import bootstrap
 from oxide_batch.services.operator import OperatorResult, OperatorService
 

@@ -12,7 +12,8 @@ from oxide_batch.domain.status import BatchStatus
 from oxide_batch.management.commands._cli import CommandFailed, ExitCode, OxideCommand, age_arg
 from oxide_batch.management.commands._operator import execution_json, parse_instant
 from oxide_batch.repository import DjangoJobRepository
-from oxide_batch.selectors import instance_execution_views, unresolved_executions
+from oxide_batch.selectors.executions import instance_execution_views
+from oxide_batch.selectors.unresolved import unresolved_executions
 
 # Inactivity means something only while an execution may still be running.
 UNRESOLVED = frozenset(

@@ -20,7 +20,7 @@ from oxide_batch.management.commands._operator import (
     proposal_json,
     service,
 )
-from oxide_batch.selectors import execution_view
+from oxide_batch.selectors.executions import execution_view
 
 WATCHDOG = "watchdog (manage.py batch_watchdog)"
 

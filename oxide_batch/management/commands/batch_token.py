@@ -21,7 +21,7 @@ from oxide_batch.management.commands._cli import OxideCommand, add_mutation_argu
 from oxide_batch.management.commands._operator import instant
 from oxide_batch.repository.clock import SystemClock
 from oxide_batch.repository.tokens import issue_api_token_for, revoke_api_token
-from oxide_batch.selectors import api_tokens
+from oxide_batch.selectors.tokens import api_tokens
 
 COLUMNS = (
     f"{'PREFIX':<12}  {'NAME':<24}  {'USER':<24}  {'STATE':<7}  CREATED / EXPIRES / REVOKED (UTC)"

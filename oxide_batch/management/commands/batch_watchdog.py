@@ -36,7 +36,7 @@ from oxide_batch.domain.errors import CommitOutcomeUnknown, OxideBatchError, Una
 from oxide_batch.management.commands._cli import OxideCommand, release_idle_connections
 from oxide_batch.observability import events, metrics
 from oxide_batch.repository.faults import translate
-from oxide_batch.selectors import database_uptime
+from oxide_batch.selectors.database import database_uptime
 from oxide_batch.services import bootstrap
 from oxide_batch.services.watchdog import (
     ActionKind,

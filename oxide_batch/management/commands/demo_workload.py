@@ -16,7 +16,7 @@ from oxide_batch.demo.partitioned import run_partitioned_flow
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus, FailureCategory, RecoveryRequest
 from oxide_batch.observability import events
-from oxide_batch.selectors import repository_is_empty
+from oxide_batch.selectors.instances import repository_is_empty
 
 S = BatchStatus
 

@@ -1,4 +1,4 @@
-"""Audited operator actions behind an intermediate confirmation page.
+"""The confirmation page every audited operator action goes through.
 
 A changelist action (or a link on a detail page or the dashboard) leads to
 ``<model>/act/<action>/?ids=…``. GET renders the confirmation: every selected
@@ -25,8 +25,9 @@ pre-filled: a page submitted as it came applies nothing.
 
 The selection is read from ``ids`` (comma separated, or repeated): ids that
 cannot be rows, ids with no row ("no execution #9 (purged or never
-existed)") and a selection over :data:`MAX_ROWS` are said on the page; a
-query string over Django's field limit is a framed 400 saying so.
+existed)") and a selection over
+:data:`~oxide_batch.admin.actions.selection.MAX_ROWS` are said on the page;
+a query string over Django's field limit is a framed 400 saying so.
 
 POST validates one :class:`~oxide_batch.admin.forms.ActionForm` for all rows
 first: invalid input re-renders the page with the errors beside their fields
@@ -48,8 +49,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -60,29 +59,28 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.actions.selection import (
+    MAX_ROWS,
+    Selection,
+    action_url,
+    button_labels,
+    ids_in,
+    selection_notes,
+    selection_of,
+)
 from oxide_batch.admin.applicable import (
-    EXECUTION_ACTIONS,
-    INSTANCE_ACTIONS,
     ActionChoice,
     ActionSpec,
     action_choices,
-    action_choices_many,
     applicable_actions,
-    execution_choices,
-    recovery_overridable,
 )
-from oxide_batch.admin.base import can, change_url, parse_id
-from oxide_batch.admin.display import badge, when
-from oxide_batch.admin.forms import ABANDON, MARK_FAILED, ActionForm, seal
-from oxide_batch.admin.proposals import proposal_display, recovery_outcome, unfinished_steps
-from oxide_batch.admin.results import Attempt, attempt, report_left_out, say, snapshot_now
+from oxide_batch.admin.base import can, change_url
+from oxide_batch.admin.forms import ActionForm, seal
+from oxide_batch.admin.results import Attempt, report_left_out, say, snapshot_now
 from oxide_batch.domain.evidence import RecoveryProposal
-from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
@@ -90,101 +88,6 @@ from oxide_batch.roles import (
     STOP_EXECUTION,
     perm,
 )
-from oxide_batch.services import bootstrap
-from oxide_batch.services.audit import Actor
-
-__all__ = [
-    "EXECUTION_ACTIONS",
-    "INSTANCE_ACTIONS",
-    "ActionSpec",
-    "ExecutionActions",
-    "InstanceActions",
-    "action_choices",
-    "action_url",
-    "applicable_actions",
-]
-
-MAX_ROWS = 100
-# Ids named on the page when the selection holds some that are no row.
-NOTED = 10
-
-
-def action_url(spec: ActionSpec, ids: list[int], *, more: bool = False) -> str:
-    return (
-        reverse(f"admin:oxide_batch_{spec.model}_act", args=[spec.name])
-        + "?ids="
-        + ",".join(str(i) for i in ids)
-        + ("&more=1" if more else "")
-    )
-
-
-@dataclass
-class Selection:
-    """The ids a page was given: the first :data:`MAX_ROWS` that can be ids,
-    the texts that cannot (dropped), and whether more were given."""
-
-    ids: list[int] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    over: int = 0  # how many ids beyond MAX_ROWS were left out
-
-
-def _selection(values: list[str]) -> Selection:
-    """The ids of a query string or form field (``ids=1,2`` or ``ids=1&ids=2``);
-    anything that cannot be an id is dropped and said (an id the database never
-    holds would only be a 500 further on)."""
-    selection = Selection()
-    seen: set[int] = set()
-    for text in values:
-        for part in text.split(","):
-            if not part.strip():
-                continue
-            pk = parse_id(part)
-            if pk is None:
-                selection.dropped.append(part.strip()[:40])
-            elif pk not in seen:
-                seen.add(pk)
-                selection.ids.append(pk)
-    selection.over = max(0, len(selection.ids) - MAX_ROWS)
-    selection.ids = selection.ids[:MAX_ROWS]
-    return selection
-
-
-def _ids(text: str) -> list[int]:
-    return _selection([text]).ids
-
-
-def _targets(ids: list[int], model: str) -> str:
-    """``#7``, ``#7 and #9``, ``#7, #9 and #12``, or ``5 executions``."""
-    noun = "execution" if model == "jobexecution" else "instance"
-    if len(ids) > 3:
-        return f"{len(ids)} {noun}s"
-    named = [f"#{pk}" for pk in ids]
-    text = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-    return text if noun == "execution" else f"{noun}{'s' if len(ids) > 1 else ''} {text}"
-
-
-BUTTON = {
-    "abandon": "Abandon {}",
-    "stop": "Request stop of {}",
-    "hold": "Place a hold on {}",
-    "release": "Release the hold of {}",
-    # recover: by the chosen disposition, "" while none is chosen
-    MARK_FAILED: "Mark {} FAILED",
-    ABANDON: "Abandon {}",
-    "": "Apply the chosen disposition to {}",
-}
-
-
-def button_labels(spec: ActionSpec, ids: list[int]) -> dict[str, str]:
-    """The confirm button's text for ``ids``: the action and the rows; for
-    recover one per disposition ("" while none is chosen)."""
-    rows = _targets(ids, spec.model) if ids else "the selected rows"
-    if spec.name != "recover":
-        return {"": BUTTON[spec.name].format(rows)}
-    return {key: BUTTON[key].format(rows) for key in (MARK_FAILED, ABANDON, "")}
-
-
-# -- the confirmation page ----------------------------------------------------------
 
 INTRO = {
     "recover": "if a row changes before you confirm, it is refused (stale_version, or "
@@ -208,7 +111,7 @@ TOO_MANY_FIELDS = (
 )
 
 
-class _ActionsMixin:
+class ConfirmedActions:
     """Shared URL, permission and confirmation plumbing (mixed into a ModelAdmin)."""
 
     specs: dict[str, ActionSpec] = {}
@@ -311,9 +214,9 @@ class _ActionsMixin:
         except TooManyFieldsSent:
             return self._too_many(request, spec)
         if request.method == "POST":
-            acting = _ids(request.POST.get("ids", ""))
-            overridable = _ids(request.POST.get("overridable", ""))
-            selected = _ids(request.POST.get("selected", "")) or acting + overridable
+            acting = ids_in(request.POST.get("ids", ""))
+            overridable = ids_in(request.POST.get("overridable", ""))
+            selected = ids_in(request.POST.get("selected", "")) or acting + overridable
             # A bound form needs only what the page posted back (sealed): the
             # rows — and a recovery's proposals — are read again only to show
             # the page once more; an applied action computes its proposal once,
@@ -330,7 +233,7 @@ class _ActionsMixin:
             if len(form.field_ids) == 1:
                 return HttpResponseRedirect(change_url(spec.model, form.field_ids[0]))
             return HttpResponseRedirect(reverse(f"admin:oxide_batch_{spec.model}_changelist"))
-        selection = _selection(values)
+        selection = selection_of(values)
         rows = self.rows(spec, selection.ids)
         acting = [row["id"] for row in rows if row["choice"].applies]
         overridable = [row["id"] for row in rows if row.get("overridable")]
@@ -402,7 +305,7 @@ class _ActionsMixin:
         # The rows with the unknown-commit marker as the page showed them
         # (posted back, checked by the seals), else as read now.
         marked = (
-            _ids(data.get("marked", ""))
+            ids_in(data.get("marked", ""))
             if data is not None
             else [row["id"] for row in rows if row.get("unknown_commit")]
         )
@@ -472,44 +375,10 @@ class _ActionsMixin:
             "button_labels_override": json.dumps(button_labels(spec, form.field_ids))
             if spec.name == "recover" and form.overridable and form.row_ids
             else "",
-            "notes": self._notes(spec, rows, selection, more),
+            "notes": selection_notes(spec, rows, selection, more),
         }
         return TemplateResponse(request, "admin/oxide_batch/confirm_action.html", context)
 
-    def _notes(
-        self,
-        spec: ActionSpec,
-        rows: list[dict[str, Any]],
-        selection: Selection | None,
-        more: bool,
-    ) -> list[str]:
-        """What the page was given that it does not show: ids with no row,
-        texts that are no id, rows beyond :data:`MAX_ROWS`."""
-        if selection is None:
-            return []
-        noun = "execution" if spec.model == "jobexecution" else "instance"
-        notes = []
-        found = {row["id"] for row in rows}
-        missing = [pk for pk in selection.ids if pk not in found]
-        if missing:
-            named = ", ".join(f"#{pk}" for pk in missing[:NOTED])
-            rest = f" and {len(missing) - NOTED} more" if len(missing) > NOTED else ""
-            notes.append(f"No {noun} {named}{rest} (purged or never existed).")
-        if selection.dropped:
-            named = ", ".join(f"“{text}”" for text in selection.dropped[:NOTED])
-            rest = (
-                f" and {len(selection.dropped) - NOTED} more"
-                if len(selection.dropped) > NOTED
-                else ""
-            )
-            notes.append(f"Not {noun} ids, ignored: {named}{rest}.")
-        if selection.over or more:
-            notes.append(
-                f"At most {MAX_ROWS} rows can be confirmed at once: only the first "
-                f"{MAX_ROWS} selected are shown. Confirm them, then select the rest."
-            )
-        return notes
-
     def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
@@ -517,178 +386,5 @@ class _ActionsMixin:
         raise NotImplementedError
 
 
-def _choice(choices: list[ActionChoice], spec: ActionSpec) -> ActionChoice:
+def choice_for(choices: list[ActionChoice], spec: ActionSpec) -> ActionChoice:
     return next(choice for choice in choices if choice.spec == spec)
-
-
-class ExecutionActions(_ActionsMixin):
-    specs = EXECUTION_ACTIONS
-    actions: Any = ["recover_action", "abandon_action", "stop_action"]
-
-    @admin.action(description="Recover selected executions…", permissions=["recover"])
-    def recover_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
-        return self._redirect(request, EXECUTION_ACTIONS["recover"], queryset)
-
-    @admin.action(description="Abandon selected executions…", permissions=["abandon"])
-    def abandon_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
-        return self._redirect(request, EXECUTION_ACTIONS["abandon"], queryset)
-
-    @admin.action(description="Request stop of selected executions…", permissions=["stop"])
-    def stop_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
-        return self._redirect(request, EXECUTION_ACTIONS["stop"], queryset)
-
-    def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
-        """The selected executions (one query) with the action's applicability;
-        for recover also the proposals, read together (one more unit of work)."""
-        found = list(
-            models.JobExecution.objects.filter(pk__in=ids)
-            .order_by("pk")
-            .values(
-                "id",
-                "job_name",
-                "attempt",
-                "status",
-                "version",
-                "stop_requested_at",
-                "stop_requested_by",
-            )
-        )
-        now = timezone.now()
-        # Only recover's choice needs the proposals (read together); abandon's
-        # and stop's follow from the row itself.
-        choices = (
-            action_choices_many(found)
-            if spec.name == "recover"
-            else {row["id"]: execution_choices(row, read_proposal=False, now=now) for row in found}
-        )
-        # What a recovery resolves: the unfinished steps of the rows it may
-        # act on (one query for all of them).
-        steps = (
-            unfinished_steps(
-                [
-                    pk
-                    for pk, row_choices in choices.items()
-                    if (proposal := _choice(row_choices, spec).proposal) is not None
-                    and (proposal.eligible or recovery_overridable(proposal))
-                ]
-            )
-            if spec.name == "recover"
-            else {}
-        )
-        rows: list[dict[str, Any]] = []
-        for row in found:
-            choice = _choice(choices[row["id"]], spec)
-            shown: dict[str, Any] = {
-                **row,
-                "choice": choice,
-                "badge": badge(row["status"]),
-                "stop": when(row["stop_requested_at"], now)
-                if row["stop_requested_at"] is not None
-                else None,
-            }
-            proposal = choice.proposal
-            if spec.name == "recover" and proposal is not None:
-                # The version the digest was computed at is the one posted back.
-                shown.update(
-                    version=proposal.version,
-                    digest=proposal.evidence_digest,
-                    unknown_commit=proposal.unknown_commit,
-                    overridable=recovery_overridable(proposal),
-                    proposal=proposal_display(proposal),
-                    proposal_object=proposal,
-                    outcome=recovery_outcome(row["id"], proposal, *steps.get(row["id"], ([], 0))),
-                )
-            rows.append(shown)
-        return rows
-
-    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
-        """One service call per row to act on, in order; each row's result or
-        refusal is kept for the page to say."""
-        service = bootstrap.operator_service()
-        actor = Actor.for_user(request.user)
-        attempts = []
-        for row in form.row_inputs():
-            version = int(row.version or 0)
-            run: Callable[[], Any]
-            if spec.name == "stop":
-                run = partial(
-                    service.stop,
-                    row.id,
-                    expected_version=version,
-                    actor=actor,
-                    operation_id=row.operation_id,
-                )
-            elif spec.name == "abandon":
-                run = partial(
-                    service.abandon,
-                    row.id,
-                    expected_version=version,
-                    reason_code=form.reason_code,
-                    actor=actor,
-                    operation_id=row.operation_id,
-                )
-            else:
-                run = partial(
-                    service.recover,
-                    row.id,
-                    expected_version=version,
-                    disposition=form.disposition,
-                    reason_code=form.reason_code,
-                    evidence_digest=row.evidence_digest or "",
-                    actor=actor,
-                    operation_id=row.operation_id,
-                    failure_category=form.failure_category
-                    if form.disposition is RecoveryDisposition.MARK_FAILED
-                    else None,
-                    override_note=row.override_note,
-                )
-            attempts.append(attempt(row.id, f"execution #{row.id}", run))
-        return attempts
-
-
-class InstanceActions(_ActionsMixin):
-    specs = INSTANCE_ACTIONS
-    actions: Any = ["hold_action", "release_action"]
-
-    @admin.action(description="Place a retention hold on selected instances…", permissions=["hold"])
-    def hold_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
-        return self._redirect(request, INSTANCE_ACTIONS["hold"], queryset)
-
-    @admin.action(description="Release the hold of selected instances…", permissions=["hold"])
-    def release_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
-        return self._redirect(request, INSTANCE_ACTIONS["release"], queryset)
-
-    def rows(self, spec: ActionSpec, ids: list[int]) -> list[dict[str, Any]]:
-        found = (
-            models.JobInstance.objects.filter(pk__in=ids)
-            .order_by("pk")
-            .values("id", "job_name", "hold_actor", "hold_reason_code", "hold_placed_at")
-        )
-        now = timezone.now()
-        return [
-            {
-                **row,
-                "choice": _choice(action_choices(row), spec),
-                "held_since": when(row["hold_placed_at"], now),
-            }
-            for row in found
-        ]
-
-    def apply(self, request: HttpRequest, spec: ActionSpec, form: ActionForm) -> list[Attempt]:
-        service = bootstrap.retention_service()
-        actor = Actor.for_user(request.user)
-        act = service.place_hold if spec.name == "hold" else service.release_hold
-        return [
-            attempt(
-                row.id,
-                f"instance #{row.id}",
-                partial(
-                    act,
-                    row.id,
-                    actor=actor,
-                    reason_code=form.reason_code,
-                    operation_id=row.operation_id,
-                ),
-            )
-            for row in form.row_inputs()
-        ]

@@ -1,0 +1,161 @@
+"""The case file's facts, assembled: what the execution is and whether it is
+stuck; the proposal's panel (:mod:`.recovery`) and the timeline
+(:mod:`.timeline`) below them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import link
+from oxide_batch.admin.casefile.recovery import lost_write, recovery_panel
+from oxide_batch.admin.casefile.timeline import timeline
+from oxide_batch.admin.display import (
+    badge,
+    fate,
+    inactivity,
+    parameters,
+    recorded_by_decision,
+    when,
+)
+from oxide_batch.admin.display import failure as render_failure
+from oxide_batch.admin.eligibility import decision_reason, lease
+from oxide_batch.conf import batch_settings
+from oxide_batch.domain.evidence import RecoveryProposal
+from oxide_batch.domain.status import UNRESOLVED_STATUSES
+from oxide_batch.selectors import casefile as casefile_reads
+from oxide_batch.selectors import console
+from oxide_batch.services import bootstrap
+
+UNRESOLVED = frozenset(status.value for status in UNRESOLVED_STATUSES)
+
+
+def proposal_for(obj: Any) -> RecoveryProposal | None:
+    """The recovery proposal of an unresolved execution (one unit of work), or
+    ``None`` for a finished one — read once per page, shared with the actions."""
+    if obj.status not in UNRESOLVED:
+        return None
+    return bootstrap.operator_service().propose(obj.pk)
+
+
+def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) -> SafeString:
+    """The case file of one execution (``obj``: the change view's object, with
+    the list's annotations — ``newest_step_write`` and the failure's fate;
+    ``proposal``: :func:`proposal_for` it)."""
+    last: datetime | None
+    if proposal is not None:
+        # The proposal's instant (its inactivity is measured to it): every
+        # relative time of the page is read at that one instant.
+        last = proposal.evidence.activity_at
+        now = last + proposal.inactive_for
+    else:
+        now = timezone.now()
+        last = console.execution_activity(obj)
+    # The owner's lease when one is recorded (contract §2.5.3), else the stale threshold.
+    threshold = proposal.threshold if proposal else batch_settings.RECOVERY_STALE_AFTER
+    records = casefile_reads.case_records(obj)
+    facts: list[tuple[str, SafeString]] = [
+        (
+            "Status",
+            format_html(
+                "{} attempt {} of {}",
+                badge(obj.status),
+                obj.attempt,
+                link("jobinstance", obj.job_instance_id, obj.job_name),
+            ),
+        ),
+        ("Parameters", parameters(getattr(obj, "instance_parameters", None))),
+        ("Last activity", _last_activity(last, now)),
+        ("Inactivity", inactivity(obj.status, last, threshold=threshold, now=now)),
+        ("Owner", _owner(obj, now)),
+        *([("Lease", lease(proposal, now))] if proposal is not None else []),
+        ("Stop", _stop(obj, now)),
+    ]
+    if obj.failure_category:
+        facts.append(
+            (
+                "Failure",
+                render_failure(
+                    obj.failure_category,
+                    obj.failure_id,
+                    execution_id=obj.pk,
+                    job_name=obj.job_name,
+                    decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
+                    given=bool(getattr(obj, "failure_id_given", False)),
+                ),
+            )
+        )
+    if obj.failed_at is not None:
+        facts.append(
+            (
+                "Since the failure",
+                format_html("failed {}; {}", when(obj.failed_at, now), fate(obj, now)),
+            )
+        )
+    lost = getattr(obj, "lost_write", None)
+    if isinstance(lost, dict):
+        facts.append(("Lost write", lost_write(lost)))
+    if records.decisions:
+        facts.append(("Resolved by", _decisions(records.decisions)))
+    if proposal is not None:
+        facts.append(("Recovery", recovery_panel(request, obj, proposal, now)))
+    rows = format_html_join(
+        "", '<div class="ob-fact"><dt>{}</dt><dd>{}</dd></div>', ((k, v) for k, v in facts)
+    )
+    return format_html(
+        '<section class="ob-case" aria-labelledby="ob-case-title">'
+        '<h2 id="ob-case-title">Case file</h2><dl class="ob-facts">{}</dl>'
+        '<h3 id="ob-timeline-title">Timeline <small>(UTC, oldest first)</small></h3>{}</section>',
+        rows,
+        timeline(obj, records, now),
+    )
+
+
+def _last_activity(last: datetime | None, now: datetime) -> SafeString:
+    return format_html(
+        "{} <small>(the runtime's: its writes and the owner's observations; "
+        "an operator's action never moves it)</small>",
+        when(last, now),
+    )
+
+
+def _owner(obj: Any, now: datetime) -> SafeString:
+    owned = bool(obj.owner_recorded)
+    if not owned:
+        return format_html("{}", "no owner recorded")
+    if obj.last_observed_at is None:
+        return format_html("{}", "owner recorded, never observed since")
+    return format_html("owner recorded, last observed {}", when(obj.last_observed_at, now))
+
+
+def _stop(obj: Any, now: datetime) -> SafeString:
+    if obj.stop_requested_at is None:
+        return format_html("{}", "no stop requested")
+    return format_html(
+        "stop requested by {} {}", obj.stop_requested_by or "?", when(obj.stop_requested_at, now)
+    )
+
+
+def _decisions(decisions: list[models.RecoveryDecision]) -> SafeString:
+    return format_html_join(
+        "<br>",
+        "{} — {} → {} ({}) by {}; allowed because: {}",
+        (
+            (
+                link("recoverydecision", d.pk, f"decision #{d.pk}"),
+                d.prior_status,
+                badge(d.resulting_status),
+                d.reason_code,
+                d.operator_reference,
+                decision_reason(d.eligibility, d.override_note, note=None),
+            )
+            for d in decisions
+        ),
+    )
