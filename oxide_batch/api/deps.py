@@ -15,7 +15,9 @@ clock: Clock = SystemClock()
 
 
 def repository() -> DjangoJobRepository:
-    return bootstrap.repository(clock)
+    # The adapter itself (a runtime request needs no service): one file less on
+    # the hot path than asking ``bootstrap``, which builds the services on it.
+    return DjangoJobRepository(clock)
 
 
 def operator_service() -> OperatorService:
