@@ -18,12 +18,15 @@ their instants themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.core.signals import got_request_exception
 from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import APISettings
 from rest_framework.views import APIView, set_rollback
@@ -55,6 +58,34 @@ class ApiJSONRenderer(JSONRenderer):
 
 class ApiContentNegotiation(DefaultContentNegotiation):
     settings = API_SETTINGS  # type: ignore[assignment]  # the stubs name a private type
+
+    #: What every runtime sends: no ``Accept`` (``None``), anything, or exactly JSON.
+    PLAIN_ACCEPTS = frozenset({None, "*/*", "application/json"})
+
+    def select_renderer(
+        self,
+        request: Request,
+        renderers: Iterable[BaseRenderer],
+        format_suffix: str | None = None,
+    ) -> tuple[BaseRenderer, str]:
+        """DRF's choice, without parsing and ranking the ``Accept`` header for a
+        view with one renderer asked for plainly (no ``?format=``; no ``Accept``
+        header, or exactly ``*/*`` or ``application/json``): DRF would pick that
+        renderer with its own media type. Anything else — an empty ``Accept``
+        (406 from DRF) included — goes through DRF."""
+        renderers = list(renderers)
+        accept = request.META.get("HTTP_ACCEPT")
+        if (
+            len(renderers) == 1
+            and not format_suffix
+            and accept in self.PLAIN_ACCEPTS
+            and "format" not in request.query_params
+        ):
+            return renderers[0], str(renderers[0].media_type)
+        chosen: tuple[BaseRenderer, str] = super().select_renderer(
+            request, renderers, format_suffix
+        )
+        return chosen
 
 
 class ApiContract(APIView):
