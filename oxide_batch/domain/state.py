@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from oxide_batch.domain.canonical import (
@@ -63,6 +63,11 @@ class StateEnvelope:
     schema: str
     schema_version: int
     payload: Mapping[str, Any]
+    # What a check measured (canonical bytes, depth), kept so that checking
+    # the same envelope against other limits serializes nothing again.
+    _measured: tuple[bytes, int] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     def __repr__(self) -> str:
         return (
@@ -100,7 +105,8 @@ class StateEnvelope:
         if not isinstance(payload, Mapping):
             raise InvalidEnvelope(kind=kind.value, reason="payload must be a JSON object")
         envelope = cls(schema, version, dict(payload))
-        if 1 + depth(envelope.payload) > limits.max_depth:
+        levels = 1 + depth(envelope.payload)
+        if levels > limits.max_depth:
             raise InvalidEnvelope(
                 kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
             )
@@ -108,9 +114,18 @@ class StateEnvelope:
             data = envelope.canonical()
         except CanonicalJsonError as error:
             raise InvalidEnvelope(kind=kind.value, reason=str(error)) from None
+        envelope._within(data, levels, kind, limits)
+        object.__setattr__(envelope, "_measured", (data, levels))
+        return envelope, data
+
+    @staticmethod
+    def _within(data: bytes, levels: int, kind: EnvelopeKind, limits: StateLimits) -> None:
+        if levels > limits.max_depth:
+            raise InvalidEnvelope(
+                kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
+            )
         if len(data) > limits.max_bytes:
             raise InvalidEnvelope(kind=kind.value, reason=f"larger than {limits.max_bytes} bytes")
-        return envelope, data
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -143,8 +158,15 @@ class StoredState:
         cls, envelope: StateEnvelope, *, kind: EnvelopeKind, limits: StateLimits
     ) -> StoredState:
         """``StoredState.of(StateEnvelope.from_json(envelope.as_json(), …))``: the
-        envelope re-checked against ``limits`` (``InvalidEnvelope``), serialized once."""
-        return cls._of_bytes(StateEnvelope._checked(envelope.as_json(), kind, limits)[1])
+        envelope re-checked against ``limits`` (``InvalidEnvelope``), serialized once
+        — not at all when a check already measured it (its rules but the limits
+        do not depend on them: only size and depth are compared again)."""
+        measured = envelope._measured
+        if measured is None:
+            return cls._of_bytes(StateEnvelope._checked(envelope.as_json(), kind, limits)[1])
+        data, levels = measured
+        StateEnvelope._within(data, levels, kind, limits)
+        return cls._of_bytes(data)
 
     @classmethod
     def _of_bytes(cls, data: bytes) -> StoredState:

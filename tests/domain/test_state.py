@@ -138,3 +138,26 @@ def test_stored_state_that_does_not_verify_fails_closed(text, checksum):
 def test_an_envelope_repr_never_shows_its_payload():
     envelope = StateEnvelope.from_json(raw({"secret": "sentinel-value"}), kind=CHECKPOINT)
     assert "sentinel-value" not in repr(envelope)
+
+
+@pytest.mark.parametrize(
+    ("payload", "limits"),
+    [
+        ({"blob": "x" * 60}, StateLimits(max_bytes=120)),
+        ({"a": {"b": {"c": 1}}}, StateLimits(max_depth=3)),
+    ],
+)
+def test_a_checked_envelope_is_checked_again_against_stricter_limits(payload, limits):
+    """The repository re-checks what the API checked, against its own limits:
+    without serializing it again, and refusing as a first check would."""
+    checked = StateEnvelope.from_json(raw(payload), kind=CHECKPOINT)
+    built = StateEnvelope("test.position", 1, payload)  # never checked: measured on the spot
+    for envelope in (checked, built):
+        with pytest.raises(InvalidEnvelope) as refused:
+            StoredState.checked(envelope, kind=CHECKPOINT, limits=limits)
+        with pytest.raises(InvalidEnvelope) as first:
+            StateEnvelope.from_json(raw(payload), kind=CHECKPOINT, limits=limits)
+        assert refused.value.reason == first.value.reason
+    fitting = StoredState.checked(checked, kind=CHECKPOINT, limits=StateLimits())
+    assert fitting == StoredState.of(built)
+    assert checked == built  # what a check measured is not part of the value
