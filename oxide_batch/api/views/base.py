@@ -18,7 +18,7 @@ from oxide_batch.api.contract import ApiContract
 from oxide_batch.api.errors import at
 from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
 from oxide_batch.api.permissions import BatchPermission
-from oxide_batch.api.throttling import OperatorRateThrottle
+from oxide_batch.api.throttling import OperatorRateThrottle, requires_operate
 from oxide_batch.domain.errors import IdentifierOutOfRange
 from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
 from oxide_batch.domain.jobscope import check_scope, pattern_regex
@@ -70,6 +70,14 @@ class BatchView(ApiContract):
     required_permissions: ClassVar[Mapping[str, str]] = {}
     # Operator endpoints act for an operator, bound by no job scope (contract §4.1).
     job_scoped: ClassVar[bool] = True
+
+    def get_throttles(self) -> list[Any]:
+        # Only an operator action is throttled: any other request (a runtime's
+        # hot write) builds no throttle and reads no cache.
+        if not requires_operate(self.request, self):
+            return []
+        throttles: list[Any] = super().get_throttles()
+        return throttles
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
