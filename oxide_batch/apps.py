@@ -1,4 +1,16 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate
+
+
+def analyze_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """After ``migrate`` (this app's post-migrate step, once the permissions and
+    content types exist): statistics for the authentication read's tables."""
+    from oxide_batch.repository.statements import analyze_credentials_tables
+
+    analyze_credentials_tables(connections[using])
 
 
 class OxideBatchConfig(AppConfig):
@@ -14,3 +26,4 @@ class OxideBatchConfig(AppConfig):
 
         # Metrics and structured events for every repository operation.
         hooks.register(OBSERVER)
+        post_migrate.connect(analyze_after_migrate, sender=self)
