@@ -10,24 +10,16 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.repository.audit import RECORD_COLUMNS, record_from_row
-from oxide_batch.repository.records import Row
+from oxide_batch.repository.records import DECISION_COLUMNS, Row
 from oxide_batch.repository.retention import RECORD_COLUMNS as RETENTION_RECORD_COLUMNS
 from oxide_batch.repository.retention import retention_record_from_row as retention_record_from_row
 
+# The repository's decision columns as the audit list shows them: with the
+# instance, without the (large) evidence.
 RECOVERY_DECISION_COLUMNS = (
     "id",
     "job_instance_id",
-    "job_execution_id",
-    "execution_version",
-    "prior_status",
-    "resulting_status",
-    "reason_code",
-    "operator_reference",
-    "evidence_digest",
-    "decided_at",
-    "resolved_step_ids",
-    "eligibility",
-    "override_note",
+    *(column for column in DECISION_COLUMNS[1:] if column != "evidence"),
 )
 
 

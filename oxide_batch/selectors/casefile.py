@@ -61,9 +61,9 @@ def case_records(obj: Any) -> CaseRecords:
 
 
 def timeline_steps(execution_id: int) -> list[models.StepExecution]:
-    is_worker = models.StepPartition.objects.filter(worker_step_execution_id=OuterRef("pk"))
     """The steps of the execution in creation order, partition workers left
     out (their partitions are on the step's page), at most :data:`TIMELINE_STEPS`."""
+    is_worker = models.StepPartition.objects.filter(worker_step_execution_id=OuterRef("pk"))
     return list(
         models.StepExecution.objects.filter(job_execution_id=execution_id)
         .exclude(Exists(is_worker))
