@@ -271,6 +271,19 @@ def recorded_by_decision(
     return recovery_decision_id if step or failed_at is not None else None
 
 
+def execution_failure(execution: Any) -> SafeString:
+    """:func:`failure` of a job execution row: the case file's line and the
+    page's field alike."""
+    return failure(
+        execution.failure_category,
+        execution.failure_id,
+        execution_id=execution.pk,
+        job_name=execution.job_name,
+        decision_id=recorded_by_decision(execution.recovery_decision_id, execution.failed_at),
+        given=bool(getattr(execution, "failure_id_given", False)),
+    )
+
+
 def fate(row: Any, now: datetime | None = None, *, compact: bool = False) -> SafeString:
     """What became of a failure (a row that has ``failed_at``), from the
     annotations of :func:`oxide_batch.selectors.failures.failure_fate_annotations`:

@@ -19,13 +19,12 @@ from oxide_batch.admin.casefile.recovery import lost_write, recovery_panel
 from oxide_batch.admin.casefile.timeline import timeline
 from oxide_batch.admin.display import (
     badge,
+    execution_failure,
     fate,
     inactivity,
     parameters,
-    recorded_by_decision,
     when,
 )
-from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.eligibility import decision_reason, lease
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
@@ -79,19 +78,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         ("Stop", _stop(obj, now)),
     ]
     if obj.failure_category:
-        facts.append(
-            (
-                "Failure",
-                render_failure(
-                    obj.failure_category,
-                    obj.failure_id,
-                    execution_id=obj.pk,
-                    job_name=obj.job_name,
-                    decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
-                    given=bool(getattr(obj, "failure_id_given", False)),
-                ),
-            )
-        )
+        facts.append(("Failure", execution_failure(obj)))
     if obj.failed_at is not None:
         facts.append(
             (

@@ -35,15 +35,14 @@ from oxide_batch.admin.display import (
     ago,
     badge,
     duration,
+    execution_failure,
     fate,
     human_short,
     inactivity,
     parameters,
-    recorded_by_decision,
     when,
     when_short,
 )
-from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.pages.common import (
     COUNTS,
     SHORT,
@@ -320,14 +319,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="failure")
     def failure(self, obj: models.JobExecution) -> SafeString:
-        return render_failure(
-            obj.failure_category,
-            obj.failure_id,
-            execution_id=obj.pk,
-            job_name=obj.job_name,
-            decision_id=recorded_by_decision(obj.recovery_decision_id, obj.failed_at),
-            given=bool(getattr(obj, "failure_id_given", False)),
-        )
+        return execution_failure(obj)
 
     @admin.display(description="records (the steps' totals)")
     def step_counts(self, obj: models.JobExecution) -> str:
