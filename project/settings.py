@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from whitenoise.compress import Compressor
 
 from oxide_batch.api.openapi import SPECTACULAR
-from oxide_batch.conf import SETTING_NAMES
+from oxide_batch.conf import REPLICA_MIDDLEWARE, REPLICA_ROUTER, SETTING_NAMES
 from oxide_batch.db.url import parse_database_url
 from oxide_batch.domain.durations import parse_duration
 
@@ -129,9 +129,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # The console's read pages may read the replica (DATABASE_REPLICA_URL);
-    # without one it does nothing (oxide_batch/db/middleware.py).
-    "oxide_batch.db.middleware.ReplicaReadsMiddleware",
+    # The read replica's middleware comes last when a replica is named (below).
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -285,8 +283,13 @@ if _REPLICA_URL:
     DATABASES["replica"] = _replica(_REPLICA_URL)
     if "OXIDE_BATCH_REPLICA_DATABASE" not in os.environ:
         OXIDE_BATCH_REPLICA_DATABASE = "replica"
-# No opinion without OXIDE_BATCH_REPLICA_DATABASE (oxide_batch/db/router.py).
-DATABASE_ROUTERS = ["oxide_batch.db.router.ReplicaRouter"]
+# The replica's router and middleware are installed only when a replica is
+# named: without one, no request and no query passes through them (they would
+# answer "no opinion" each time; decision 176).
+DATABASE_ROUTERS: list[str] = []
+if globals().get("OXIDE_BATCH_REPLICA_DATABASE"):
+    DATABASE_ROUTERS.append(REPLICA_ROUTER)
+    MIDDLEWARE.append(REPLICA_MIDDLEWARE)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

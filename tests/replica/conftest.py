@@ -22,6 +22,7 @@ from django.db import connection, connections
 from django.test import Client
 from django.urls import reverse
 
+from oxide_batch.conf import REPLICA_MIDDLEWARE, REPLICA_ROUTER
 from oxide_batch.db.replica import forget_failures
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import OPERATOR, ensure_roles
@@ -59,6 +60,9 @@ def replica(
 ) -> Iterator[Server]:
     """The replica, named by the setting, caught up; replay resumed afterwards."""
     settings.OXIDE_BATCH_REPLICA_DATABASE = ALIAS
+    # What the service installs when a replica is named (project/settings.py).
+    settings.DATABASE_ROUTERS = [REPLICA_ROUTER]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, REPLICA_MIDDLEWARE]
     settings.OXIDE_BATCH_REPLICA_LAG_NOTICE = "1s"
     forget_failures()
     caught_up(replica_server)

@@ -4,7 +4,11 @@ no cookie and show no notice (both databases, no replica)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +30,7 @@ from tests.helpers import key, launch
 
 pytestmark = pytest.mark.django_db
 
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("admin:oxide_batch_jobexecution_changelist", "admin:oxide_batch_dashboard")
 
 
@@ -53,24 +58,71 @@ def otto() -> None:
     user.groups.add(Group.objects.get(name=OPERATOR))
 
 
+def wiring(environment: dict[str, str]) -> list[str]:
+    """The service's router list and last middleware, as its settings make them."""
+    program = (
+        "import project.settings as s; "
+        "print(s.DATABASE_ROUTERS == [] or s.DATABASE_ROUTERS); print(s.MIDDLEWARE[-1])"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "OXIDE_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=ROOT,
+        env={**base, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 @pytest.mark.standalone
-def test_the_service_installs_the_router_and_the_middleware(settings: Any) -> None:
-    assert REPLICA_ROUTER in settings.DATABASE_ROUTERS
-    assert REPLICA_MIDDLEWARE in settings.MIDDLEWARE
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {
+            "DATABASE_URL": "postgres://u@db-1/batch",
+            "DATABASE_REPLICA_URL": "postgres://u@db-2/batch",
+        },
+        {"OXIDE_BATCH_REPLICA_DATABASE": "replica"},
+    ],
+    ids=["replica-url", "replica-alias"],
+)
+def test_the_service_installs_the_router_and_the_middleware_with_a_replica(
+    environment: dict[str, str],
+) -> None:
+    assert wiring(environment) == [f"['{REPLICA_ROUTER}']", REPLICA_MIDDLEWARE]
+
+
+@pytest.mark.standalone
+def test_the_service_without_a_replica_installs_neither(settings: Any) -> None:
+    """No request passes through the middleware, no query asks the router."""
+    assert wiring({}) == ["True", "django.middleware.clickjacking.XFrameOptionsMiddleware"]
+    assert REPLICA_MIDDLEWARE not in settings.MIDDLEWARE
+    assert settings.DATABASE_ROUTERS == []
     assert replica_wiring_check() == []
 
 
+@pytest.fixture
+def installed(settings: Any) -> None:
+    """A host that lists the router and the middleware but names no replica."""
+    settings.DATABASE_ROUTERS = [REPLICA_ROUTER]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, REPLICA_MIDDLEWARE]
+
+
 @pytest.mark.parametrize("name", PAGES)
-def test_no_replica_costs_no_query(otto: None, settings: Any, name: str) -> None:
+def test_no_replica_costs_no_query(otto: None, installed: None, settings: Any, name: str) -> None:
     launch(DjangoJobRepository(), key())
     url = reverse(name)
-    installed = queries_of(url)
+    with_them = queries_of(url)
     settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != REPLICA_MIDDLEWARE]
     settings.DATABASE_ROUTERS = []
-    assert queries_of(url) == installed
+    assert queries_of(url) == with_them
 
 
-def test_no_replica_no_pin_and_no_opinion(otto: None) -> None:
+def test_no_replica_no_pin_and_no_opinion(otto: None, installed: None) -> None:
     execution = launch(DjangoJobRepository(), key())
     done = signed_in().post(
         reverse("admin:oxide_batch_jobexecution_changelist"),
