@@ -198,7 +198,7 @@ class Bench:
         from oxide_batch.api import deps, render
         from oxide_batch.api import serializers as s
         from oxide_batch.api.authentication import BatchTokenAuthentication
-        from oxide_batch.api.parsers import StrictJSONParser
+        from oxide_batch.api.contract import StrictJSONParser
 
         step = self.step
         body = step.body()

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
 from oxide_batch.admin_site import refusing
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
+from oxide_batch.domain.names import MAX_IDENTIFIER
 from oxide_batch.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
 
 LINKED_ROWS = 50

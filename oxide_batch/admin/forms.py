@@ -46,8 +46,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 
 from oxide_batch.domain.errors import RecoveryRequestInvalid
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT, requires_unknown_effect
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
-from oxide_batch.domain.names import OperatorStringKind
+from oxide_batch.domain.names import MAX_IDENTIFIER, OperatorStringKind
 from oxide_batch.domain.recovery import (
     OVERRIDE_NOTE_MAX_BYTES,
     RecoveryDisposition,

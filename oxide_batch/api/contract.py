@@ -14,16 +14,25 @@ What DRF still reads from the global settings is harmless here:
 ``UNAUTHENTICATED_USER`` (the permission checks accept ``None`` and an
 anonymous user alike) and ``NON_FIELD_ERRORS_KEY`` (the error mapping reads it,
 ``oxide_batch.api.errors.flatten_validation``); the API's own fields format
-their instants themselves."""
+their instants themselves.
+
+The body is read by :class:`StrictJSONParser` — what JSON allows but the API
+refuses (contract §4.5): repeated keys, NaN/Infinity, nesting deeper than 64
+levels, invalid UTF-8 and lone surrogates are 400 ``invalid_request``
+(``errors.body``); a body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is
+refused by Django before parsing (413)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from django.core.signals import got_request_exception
 from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -33,9 +42,9 @@ from rest_framework.views import APIView, set_rollback
 
 from oxide_batch.api.authentication import BatchTokenAuthentication
 from oxide_batch.api.errors import problem
-from oxide_batch.api.parsers import StrictJSONParser
 from oxide_batch.api.schema import BatchSchema
 from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
+from oxide_batch.domain.canonical import MAX_PARSE_DEPTH, CanonicalJsonError, parse_strict
 
 # DRF's defaults, whatever the host's REST_FRAMEWORK says: what a view reads
 # through ``self.settings`` (the exception handler, the format suffix and
@@ -44,6 +53,73 @@ from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE
 API_SETTINGS = APISettings(
     user_settings={"EXCEPTION_HANDLER": "oxide_batch.api.errors.exception_handler"}
 )
+
+
+def _refusal(value: Any) -> ParseError | None:
+    """What a parsed body breaks, in one walk: nesting deeper than
+    ``MAX_PARSE_DEPTH`` first, then a key or string that is not UTF-8 (a lone
+    surrogate); ``None`` for a body the API reads. Iterative, so hostile
+    nesting cannot exhaust the Python stack."""
+    unencodable = False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, str):
+            unencodable = unencodable or not _encodes(item)
+        elif isinstance(item, dict | list):
+            level += 1
+            if level > MAX_PARSE_DEPTH:
+                return ParseError(
+                    f"JSON nested deeper than {MAX_PARSE_DEPTH} levels", code="too_deep"
+                )
+            if isinstance(item, dict):
+                unencodable = unencodable or not all(_encodes(key) for key in item)
+                stack.extend((child, level) for child in item.values())
+            else:
+                stack.extend((child, level) for child in item)
+    if unencodable:
+        return ParseError("a string contains a lone surrogate", code="invalid_unicode")
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class StrictJSONParser(JSONParser):
+    """``application/json`` read with ``oxide_batch.domain.canonical.parse_strict``."""
+
+    media_type = "application/json"
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        data = stream.read()
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
+        except UnicodeDecodeError:
+            raise ParseError("the body is not valid UTF-8", code="invalid_encoding") from None
+        try:
+            value = parse_strict(text)
+        except CanonicalJsonError as error:
+            message = str(error)
+            code = "malformed_json"
+            if "repeats a key" in message:
+                code = "repeated_key"
+            elif "is not JSON" in message:
+                code = "non_finite_number"
+            raise ParseError(message, code=code) from None
+        refusal = _refusal(value)
+        if refusal is not None:
+            raise refusal
+        return value
 
 
 class ApiJSONRenderer(JSONRenderer):

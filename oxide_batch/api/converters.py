@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from oxide_batch.api.patterns import name_pattern
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
-from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.names import MAX_IDENTIFIER, NameKind
 
 MAX_DIGITS = 4000  # below Python's int-string conversion limit
 

@@ -23,8 +23,7 @@ handlers (``project/urls.py``); outside it, a 403 is the console's page.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -65,7 +64,7 @@ from oxide_batch.domain.errors import (
     Unavailable,
     UnsupportedManifestVersion,
 )
-from oxide_batch.observability.context import current_request_id
+from oxide_batch.observability.events import current_request_id
 from oxide_batch.repository.faults import translate
 
 RETRY_AFTER_SECONDS = 1
@@ -118,15 +117,6 @@ class InvalidInput(Exception):
     def __init__(self, errors: Mapping[str, list[OxideBatchError]]) -> None:
         super().__init__("invalid request")
         self.errors = dict(errors)
-
-
-@contextmanager
-def at(path: str) -> Iterator[None]:
-    """Attribute a domain error raised inside the block to the input field ``path``."""
-    try:
-        yield
-    except (DomainError, IdentifierOutOfRange) as error:
-        raise InvalidInput({path: [error]}) from None
 
 
 def status_for(error: OxideBatchError) -> int:

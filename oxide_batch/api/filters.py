@@ -24,8 +24,8 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 from oxide_batch.api import deps
 from oxide_batch.domain.durations import MAX_AGE, parse_age
 from oxide_batch.domain.errors import DomainError
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
 from oxide_batch.domain.names import (
+    MAX_IDENTIFIER,
     NameKind,
     OperatorStringKind,
     is_control,

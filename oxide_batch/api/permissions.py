@@ -17,7 +17,18 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from oxide_batch.api.authentication import ATTRIBUTE
-from oxide_batch.roles import VIEW_BATCH_PAYLOAD, groups_granting, perm
+from oxide_batch.roles import OPERATOR_PERMISSIONS, VIEW_BATCH_PAYLOAD, groups_granting, perm
+
+
+def required_permission(request: Request, view: Any) -> str | None:
+    """The permission the view's method needs (HEAD follows GET); ``None``: a login."""
+    table: Mapping[str, str] = getattr(view, "required_permissions", {})
+    return table.get("GET" if request.method == "HEAD" else str(request.method))
+
+
+def requires_operate(request: Request, view: Any) -> bool:
+    """Whether the view's method is an operator action (the operator throttle counts it)."""
+    return required_permission(request, view) in OPERATOR_PERMISSIONS
 
 
 def has_batch_permission(user: Any, codename: str) -> bool:
@@ -57,12 +68,10 @@ class BatchPermission(BasePermission):
     message = "you may not perform this action"
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        table: Mapping[str, str] = getattr(view, "required_permissions", {})
-        method = "GET" if request.method == "HEAD" else str(request.method)
         user = request.user
         if user is None or not user.is_authenticated:
             return False  # NotAuthenticated: 401
-        codename = table.get(method)
+        codename = required_permission(request, view)
         if codename is None:
             return True
         if not has_batch_permission(user, codename):

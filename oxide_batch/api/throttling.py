@@ -30,8 +30,8 @@ from django.core.cache.backends.db import DatabaseCache
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
+from oxide_batch.api.permissions import requires_operate
 from oxide_batch.conf import batch_settings
-from oxide_batch.roles import OPERATOR_PERMISSIONS
 
 THROTTLE_CACHE = "throttle"
 # The table of migration 0010 (oxide_batch.migrations.0010_throttle_cache_table).
@@ -48,13 +48,6 @@ def throttle_cache() -> BaseCache:
     if THROTTLE_CACHE in settings.CACHES:
         return caches[THROTTLE_CACHE]
     return DatabaseCache(THROTTLE_TABLE, _OWN_CACHE_PARAMS)
-
-
-def requires_operate(request: Request, view: Any) -> bool:
-    """Whether the view's method needs an operator action's permission (HEAD follows GET)."""
-    table: Mapping[str, str] = getattr(view, "required_permissions", {})
-    method = "GET" if request.method == "HEAD" else str(request.method)
-    return table.get(method) in OPERATOR_PERMISSIONS
 
 
 class OperatorRateThrottle(UserRateThrottle):

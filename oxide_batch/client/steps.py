@@ -38,7 +38,7 @@ from oxide_batch.domain.errors import (
     VersionAhead,
 )
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER
+from oxide_batch.domain.names import MAX_IDENTIFIER
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 

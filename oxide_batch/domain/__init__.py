@@ -11,10 +11,15 @@ from oxide_batch.domain.execution import (
     JobInstanceSelection,
     StepExecution,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.launch import NewAttempt, plan_new_attempt
 from oxide_batch.domain.lifecycle import LEGAL_TRANSITIONS, LifecycleTransition
-from oxide_batch.domain.names import NameKind, OperatorStringKind, validate_name
+from oxide_batch.domain.names import (
+    IdentifierKind,
+    NameKind,
+    OperatorStringKind,
+    validate_identifier,
+    validate_name,
+)
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.recovery import (
     RecoveryDecision,

@@ -15,8 +15,7 @@ from oxide_batch.domain.errors import (
     FinishedExecutionMissingEndTime,
     InvalidTimestampOrder,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 

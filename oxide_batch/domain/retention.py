@@ -16,9 +16,8 @@ from typing import Any, ClassVar, Protocol
 
 from oxide_batch.domain.canonical import canonical_bytes, sha256_hex
 from oxide_batch.domain.errors import DomainError
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.instants import RFC3339_INSTANT
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.status import BatchStatus
 

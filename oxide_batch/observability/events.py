@@ -7,6 +7,11 @@ an event is dropped before anything is logged, so parameter values, checkpoint
 payloads, owner tokens, evidence digests and free text cannot appear.
 ``docs/observability.md`` documents the same catalogue.
 
+Every event carries the id of the request it happened in: taken from
+``X-Request-ID`` when it is a sane token, else generated
+(:func:`accept_request_id`), and bound for the request by the middleware
+through a context variable.
+
 A failing log sink never changes an outcome: :func:`emit` swallows whatever
 the logging machinery raises.
 """
@@ -16,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
+import uuid
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
-
-from oxide_batch.observability.context import current_request_id
 
 EVENT_LOGGER: Final = "oxide_batch.events"
 EVENT_ATTRIBUTE: Final = "oxide_event"
@@ -30,6 +36,40 @@ logger = logging.getLogger(EVENT_LOGGER)
 _guard_log = logging.getLogger(__name__)
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
+
+# -- the request id every event carries
+
+REQUEST_ID_HEADER = "X-Request-ID"
+REQUEST_ID_META = "HTTP_X_REQUEST_ID"
+# 1–128 characters of a conservative token alphabet: safe in logs and headers.
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+_request_id: ContextVar[str | None] = ContextVar("oxide_batch_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served in this context, or ``None`` (commands)."""
+    return _request_id.get()
+
+
+def accept_request_id(candidate: str | None) -> str:
+    """``candidate`` when it is 1–128 characters of ``[A-Za-z0-9._:-]``, else a new
+    uuid4 hex (a missing, empty, overlong or odd value is replaced, never echoed)."""
+    if candidate is not None and REQUEST_ID_PATTERN.fullmatch(candidate):
+        return candidate
+    return uuid.uuid4().hex
+
+
+def bind_request_id(request_id: str | None) -> Token[str | None]:
+    return _request_id.set(request_id)
+
+
+def unbind_request_id(token: Token[str | None]) -> None:
+    _request_id.reset(token)
+
+
+# -- the catalogue
+
 
 CORRELATION: Final = (
     "request_id",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponseBase
 
 from oxide_batch.observability import events, metrics
-from oxide_batch.observability.context import (
+from oxide_batch.observability.events import (
     REQUEST_ID_HEADER,
     REQUEST_ID_META,
     accept_request_id,

@@ -37,7 +37,7 @@ from oxide_batch.domain.operator import OperatorAction, OperatorRecord, RecordOu
 from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction, RetentionRecord
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.observability import events, metrics
-from oxide_batch.observability.context import current_request_id
+from oxide_batch.observability.events import current_request_id
 from oxide_batch.repository.hooks import CommitFailure, OperationEvent
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from oxide_batch.client.wire import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError, Unavailable
 from oxide_batch.observability import metrics
-from oxide_batch.observability.context import current_request_id
 from oxide_batch.observability.database import bounded_cursor
+from oxide_batch.observability.events import current_request_id
 from oxide_batch.repository.faults import translate
 from oxide_batch.repository.schema import (
     SUPPORTED_SCHEMA_VERSION,

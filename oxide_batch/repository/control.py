@@ -30,9 +30,8 @@ from oxide_batch.domain.evidence import (
     stop_request_applies,
     validate_owner_token,
 )
-from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
-from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.facts import newest_step_write, owner_recorded_of

@@ -49,8 +49,7 @@ from oxide_batch.domain.flow import (
     TerminalKind,
     check_decision_against_plan,
 )
-from oxide_batch.domain.identifiers import IdentifierKind
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.records import STEP_EXECUTION_COLUMNS, step_execution_from_row
 from oxide_batch.repository.steps import TAKEOVER_COLUMNS, StepOperations

@@ -45,13 +45,13 @@ from oxide_batch.domain.execution import (
     FailureSummary,
     StepExecution,
 )
-from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.lifecycle import (
     LifecycleTransition,
     compare_and_transition,
     next_version,
     validate_expected_version,
 )
+from oxide_batch.domain.names import IdentifierKind
 from oxide_batch.domain.partitions import (
     RETRYABLE,
     RUNTIME_TERMINAL,

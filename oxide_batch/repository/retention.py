@@ -19,8 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain import events
 from oxide_batch.domain.errors import JobInstanceNotFound, RetentionPlanStale
-from oxide_batch.domain.identifiers import IdentifierKind
-from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.retention import (
     AuditedActor,

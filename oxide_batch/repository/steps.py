@@ -29,10 +29,9 @@ from oxide_batch.domain.fused import (
     fenced_transition_with_exit,
     started_on_creation,
 )
-from oxide_batch.domain.identifiers import IdentifierKind
 from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import (
     EnvelopeKind,

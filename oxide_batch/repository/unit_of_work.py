@@ -37,7 +37,7 @@ from oxide_batch.domain.events import SERVICE, Actor, Event
 from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.fused import WriteControl
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import hooks, statements

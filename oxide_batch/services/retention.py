@@ -25,7 +25,7 @@ from oxide_batch.domain.errors import (
     RetentionPlanStale,
     rebuild_error,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.operator import RecordOutcome
 from oxide_batch.domain.retention import (
     DEFAULT_PURGE_REASON,

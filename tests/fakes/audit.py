@@ -6,8 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
-from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.names import (
+    IdentifierKind,
+    OperatorStringKind,
+    validate_identifier,
+    validate_operator_string,
+)
 from oxide_batch.domain.operator import OperatorAction, OperatorRecord, OperatorRecordDraft
 from oxide_batch.domain.retention import (
     AuditedActor,

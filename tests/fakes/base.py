@@ -17,7 +17,7 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.execution import StepExecution
 from oxide_batch.domain.fused import WriteControl
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.repository.steps import StepState
 from tests.fakes.tables import ExecutionRow, InstanceRow, Tables, by_id
 

@@ -19,9 +19,13 @@ from oxide_batch.domain.evidence import (
     stop_request_applies,
     validate_owner_token,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
-from oxide_batch.domain.names import OperatorStringKind, validate_operator_string
+from oxide_batch.domain.names import (
+    IdentifierKind,
+    OperatorStringKind,
+    validate_identifier,
+    validate_operator_string,
+)
 from oxide_batch.domain.recovery import (
     RecoveryDecision,
     RecoveryRequest,

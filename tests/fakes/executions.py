@@ -23,9 +23,9 @@ from oxide_batch.domain.fused import (
     started_on_creation,
     with_exit_code,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.launch import plan_new_attempt
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
+from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.status import BatchStatus

@@ -17,10 +17,9 @@ from oxide_batch.domain.fused import (
     fenced_transition_with_exit,
     started_on_creation,
 )
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
 from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StoredState
 from oxide_batch.repository.steps import STEP_PARENT_HINT, STEP_PARENT_STATUSES, StepState

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from oxide_batch.observability.context import accept_request_id, current_request_id
+from oxide_batch.observability.events import accept_request_id, current_request_id
 
 GENERATED = re.compile(r"[0-9a-f]{32}")
 

@@ -2,7 +2,7 @@
 
 Inputs check the JSON shape (types, required and unknown members, enum codes,
 integer ranges); :meth:`Input.to_domain` then builds the domain values, each
-under :func:`~oxide_batch.api.errors.at` so a domain error names its field.
+under :func:`~oxide_batch.api.serializers.base.at` so a domain error names its field.
 No rule lives here: names, identifiers, envelopes, parameters and plans are
 validated by the domain. Outputs render the domain values (and the selectors'
 records) with statuses and categories as durable codes, instants as RFC 3339

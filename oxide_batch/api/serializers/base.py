@@ -1,23 +1,26 @@
 """What every serializer of the API shares: :class:`Input` (unknown members
 refused, :meth:`Input.to_domain` builds the domain values), :class:`Output`
 (read-only rendering), the page envelope, and the helpers that validate one
-member under :func:`~oxide_batch.api.errors.at` so a domain error names its field."""
+member under :func:`at` so a domain error names its field."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
-from oxide_batch.api.errors import at
+from oxide_batch.api.errors import InvalidInput
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
+from oxide_batch.domain.errors import DomainError, IdentifierOutOfRange
 from oxide_batch.domain.names import (
+    IdentifierKind,
     NameKind,
     OperatorStringKind,
+    validate_identifier,
     validate_name,
     validate_operator_string,
 )
@@ -31,6 +34,15 @@ else:
 K = IdentifierKind
 REASON_CODE = OperatorStringKind.REASON_CODE
 OPERATION_ID = OperatorStringKind.OPERATION_ID
+
+
+@contextmanager
+def at(path: str) -> Iterator[None]:
+    """Attribute a domain error raised inside the block to the input field ``path``."""
+    try:
+        yield
+    except (DomainError, IdentifierOutOfRange) as error:
+        raise InvalidInput({path: [error]}) from None
 
 
 def state_limits() -> StateLimits:

@@ -7,9 +7,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import DigestField, InstantField, NameField
-from oxide_batch.api.serializers.base import Input, Output, name
+from oxide_batch.api.serializers.base import Input, Output, at, name
 from oxide_batch.api.shapes import MANIFEST, NAME_KEYS, name_schema
 from oxide_batch.domain.definitions import Manifest, UpgradeEdge
 from oxide_batch.domain.names import NameKind

@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import (
     DigestField,
     EnumField,
@@ -17,7 +16,7 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
-from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, identifier, name
+from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, at, identifier, name
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, parse_owner_token

@@ -7,7 +7,6 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import (
     DigestField,
     EnumField,
@@ -16,7 +15,7 @@ from oxide_batch.api.fields import (
     JSONObjectField,
     NameField,
 )
-from oxide_batch.api.serializers.base import Input, K, Output, identifier, name
+from oxide_batch.api.serializers.base import Input, K, Output, at, identifier, name
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CarriesOwnerToken,

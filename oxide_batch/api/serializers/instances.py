@@ -8,9 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import EnumField, InstantField, JSONObjectField, NameField
-from oxide_batch.api.serializers.base import Input, Output, PageOutput, name
+from oxide_batch.api.serializers.base import Input, Output, PageOutput, at, name
 from oxide_batch.api.shapes import PARAMETER_MAP
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue

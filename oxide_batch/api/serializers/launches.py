@@ -3,9 +3,8 @@ runtime's owner token in; the instance and its claimed, STARTED attempt out."""
 
 from __future__ import annotations
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import DigestField, OwnerTokenField
-from oxide_batch.api.serializers.base import Output
+from oxide_batch.api.serializers.base import Output, at
 from oxide_batch.api.serializers.executions import ExecutionWriteOutput
 from oxide_batch.api.serializers.instances import InstanceInput, InstanceOutput
 from oxide_batch.domain.names import parse_owner_token

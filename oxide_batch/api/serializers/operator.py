@@ -9,7 +9,6 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import (
     DigestField,
     EnumField,
@@ -26,6 +25,7 @@ from oxide_batch.api.serializers.base import (
     K,
     Output,
     ResponseOutcomeField,
+    at,
     identifier,
     operator_string,
 )

@@ -7,7 +7,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at
 from oxide_batch.api.fields import (
     EnumField,
     EnvelopeField,
@@ -15,7 +14,7 @@ from oxide_batch.api.fields import (
     PartitionKeyField,
     StrictIntegerField,
 )
-from oxide_batch.api.serializers.base import Input, K, Output, envelope, identifier
+from oxide_batch.api.serializers.base import Input, K, Output, at, envelope, identifier
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CarriesOwnerToken,

@@ -9,7 +9,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from oxide_batch.api.errors import at, flatten_validation
+from oxide_batch.api.errors import flatten_validation
 from oxide_batch.api.fields import (
     MAX_BIGINT,
     DigestField,
@@ -27,6 +27,7 @@ from oxide_batch.api.serializers.base import (
     REASON_CODE,
     Input,
     Output,
+    at,
     name,
     operator_string,
 )

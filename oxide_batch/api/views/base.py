@@ -15,13 +15,13 @@ from rest_framework.views import APIView
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.contract import ApiContract
-from oxide_batch.api.errors import at
 from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
-from oxide_batch.api.permissions import BatchPermission
-from oxide_batch.api.throttling import OperatorRateThrottle, requires_operate
+from oxide_batch.api.permissions import BatchPermission, requires_operate
+from oxide_batch.api.serializers.base import at
+from oxide_batch.api.throttling import OperatorRateThrottle
 from oxide_batch.domain.errors import IdentifierOutOfRange
-from oxide_batch.domain.identifiers import MAX_IDENTIFIER, IdentifierKind, validate_identifier
 from oxide_batch.domain.jobscope import check_scope, pattern_regex
+from oxide_batch.domain.names import MAX_IDENTIFIER, IdentifierKind, validate_identifier
 from oxide_batch.repository.port import JobRepository, UnitOfWork
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.selectors.scope import job_name_of

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 
 from oxide_batch.api import render
 from oxide_batch.api import serializers as s
-from oxide_batch.api.errors import at
 from oxide_batch.api.schema import endpoint
+from oxide_batch.api.serializers.base import at
 from oxide_batch.api.views.base import READ, READ_RUN, BatchView
 from oxide_batch.domain.names import NameKind, validate_name
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH

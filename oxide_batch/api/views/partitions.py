@@ -10,9 +10,9 @@ from rest_framework.response import Response
 
 from oxide_batch.api import render
 from oxide_batch.api import serializers as s
-from oxide_batch.api.errors import at
 from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
+from oxide_batch.api.serializers.base import at
 from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.partitions import StepPartition, key_bytes

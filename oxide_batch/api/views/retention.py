@@ -7,8 +7,8 @@ from rest_framework.response import Response
 
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
-from oxide_batch.api.errors import at
 from oxide_batch.api.schema import endpoint
+from oxide_batch.api.serializers.base import at
 from oxide_batch.api.throttling import THROTTLED
 from oxide_batch.api.views.base import REPLAY_DOC, BatchView, actor_of
 from oxide_batch.roles import HOLD_INSTANCE, PURGE_METADATA
