@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.errors import ExecutionAlreadyActive, JobExecutionNotFound
+from oxide_batch.domain.errors import ExecutionAlreadyActive
 from oxide_batch.domain.evidence import already_active, validate_owner_token
 from oxide_batch.domain.execution import (
     ExecutionMetadata,
@@ -29,7 +29,7 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.status import BatchStatus
-from tests.fakes.base import UnitOfWorkBase
+from tests.fakes.base import JOB_EXECUTION, UnitOfWorkBase
 from tests.fakes.tables import ExecutionRow, InstanceRow
 
 S = BatchStatus
@@ -123,11 +123,8 @@ class ExecutionOperations(UnitOfWorkBase):
         return execution
 
     def get_job_execution(self, job_execution_id: int) -> JobExecution:
-        pk = validate_identifier(IdentifierKind.JOB_EXECUTION, job_execution_id)
-        row = self._open().executions.get(pk)
-        if row is None:
-            raise JobExecutionNotFound(id=pk)
-        return row.execution
+        # A read: not the row a write works on (nothing in hand or remembered).
+        return self._found(self._open().executions, JOB_EXECUTION, job_execution_id).execution
 
     def job_executions(self, job_instance_id: int) -> list[JobExecution]:
         pk = validate_identifier(IdentifierKind.JOB_INSTANCE, job_instance_id)
