@@ -173,10 +173,7 @@ class ControlOperations(UnitOfWorkBase):
         tables.decisions[decision_id] = decision
         tables.decision_users[decision_id] = operator_user_id
         recovered = dataclasses.replace(recovered, recovery_decision_id=decision_id)
-        failed_at = row.failed_at
-        if recovered.status is S.FAILED and failed_at is None:
-            failed_at = now
-        self._put(dataclasses.replace(row, execution=recovered, failed_at=failed_at))
+        self._put(row.with_execution(recovered, now))  # it failed now, by the decision
         for step in resolved:
             tables.steps[step.id] = step
         return RecoveryResult(execution=recovered, decision=decision)

@@ -28,11 +28,9 @@ from oxide_batch.domain.launch import plan_new_attempt
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
-from oxide_batch.domain.status import BatchStatus
 from tests.fakes.base import JOB_EXECUTION, UnitOfWorkBase
 from tests.fakes.tables import ExecutionRow, InstanceRow
 
-S = BatchStatus
 #: The built-in definition every attempt of the fake runs.
 BUILT_IN_DEFINITION = 1
 
@@ -175,17 +173,10 @@ class ExecutionOperations(UnitOfWorkBase):
         activity: bool,
     ) -> JobExecution:
         changed = row.execution.with_state(metadata, version, now)
-        failed_at = row.failed_at
-        if metadata.status is S.FAILED and failed_at is None:
-            failed_at = now
-        self._put(
-            dataclasses.replace(
-                row,
-                execution=changed,
-                failed_at=failed_at,
-                last_activity_at=now if activity else row.last_activity_at,
-            )
-        )
+        written = row.with_execution(changed, now)
+        if activity:
+            written = dataclasses.replace(written, last_activity_at=now)
+        self._put(written)
         return changed
 
     def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None:
