@@ -17,6 +17,7 @@ from oxide_batch.domain.errors import (
     StepExecutionNotFound,
     VersionAhead,
 )
+from oxide_batch.domain.evidence import claimed_by_another
 from oxide_batch.domain.execution import StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.identifiers import IdentifierKind, validate_identifier
@@ -144,8 +145,8 @@ class UnitOfWorkBase:
     def _check_claimant(self, row: ExecutionRow, *, token: bool = True) -> None:
         """The adapter's ``_check_claimant``: another runtime user's claim, or
         (``token``) another recorded owner token, is ``ExecutionOwned``."""
-        pk, claimant, runtime = row.execution.id, row.owner_user_id, self._runtime_user_id
-        if claimant is not None and runtime is not None and claimant != runtime:
+        pk = row.execution.id
+        if claimed_by_another(row.owner_user_id, self._runtime_user_id):
             raise ExecutionOwned(id=pk, other_user=True)
         carried, recorded = self._owner_token, row.owner_token
         if (
