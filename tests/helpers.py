@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxide_batch.domain import (
     BatchStatus,
@@ -16,9 +16,14 @@ from oxide_batch.domain import (
     LifecycleTransition,
     ParameterType,
 )
+from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.repository import DjangoJobRepository, FixedClock, SystemClock
 from oxide_batch.repository.tokens import issue_api_token
 from tests.fakes import FakeJobRepository
+
+if TYPE_CHECKING:
+    from oxide_batch.services.audit import Actor
+    from oxide_batch.services.operator import OperatorResult, OperatorService
 
 #: The repositories the tests' builders work with: the adapter and the fake.
 Repository = DjangoJobRepository | FakeJobRepository
@@ -94,6 +99,33 @@ def stored_counts(repo: Repository) -> tuple[int, int]:
     from oxide_batch import models
 
     return models.JobInstance.objects.count(), models.JobExecution.objects.count()
+
+
+def recover_as_proposed(
+    service: OperatorService,
+    execution_id: int,
+    *,
+    actor: Actor,
+    operation_id: str,
+    disposition: RecoveryDisposition = RecoveryDisposition.MARK_FAILED,
+    reason_code: str = "STALE_WORKER",
+    failure_category: FailureCategory | None = None,
+    failure_id: int | None = None,
+) -> OperatorResult:
+    """Propose the recovery of ``execution_id`` and apply it at the proposal's
+    version and evidence digest, as an operator confirming the proposal does."""
+    proposal = service.propose(execution_id)
+    return service.recover(
+        execution_id,
+        expected_version=proposal.version,
+        disposition=disposition,
+        reason_code=reason_code,
+        evidence_digest=proposal.evidence_digest,
+        actor=actor,
+        operation_id=operation_id,
+        failure_category=failure_category,
+        failure_id=failure_id,
+    )
 
 
 def error_field_value(hint: Any, *, number: int = 1, status: Any = None) -> Any:

@@ -138,6 +138,13 @@ def same_token(recorded: bytes | None, token: bytes) -> bool:
     return recorded is not None and hmac.compare_digest(recorded, token)
 
 
+def claimed_by_another(claimant: int | None, runtime_user: int | None) -> bool:
+    """Another runtime user claimed the execution (contract §2.5.2: only the
+    claimant writes). An unclaimed execution, or a unit of work that works for
+    no runtime user, is nobody else's."""
+    return claimant is not None and runtime_user is not None and claimant != runtime_user
+
+
 # ------------------------------------------------------------------ control values
 
 

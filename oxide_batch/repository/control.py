@@ -23,6 +23,7 @@ from oxide_batch.domain.evidence import (
     LatestStep,
     RecoveryEvidence,
     StopResult,
+    claimed_by_another,
     observation_stops,
     own_activity,
     owner_claim_needs_write,
@@ -260,9 +261,7 @@ class ControlOperations(UnitOfWorkBase):
         pk = self._id(JOB_EXECUTION, job_execution_id)
         row = self._lock_control_row(pk)
         execution = job_execution_from_row(row)
-        runtime = self._runtime_user_id
-        claimant = row["owner_user_id"]
-        other_user = claimant is not None and runtime is not None and claimant != runtime
+        other_user = claimed_by_another(row["owner_user_id"], self._runtime_user_id)
         owner_matches = same_token(recorded_token(row), token) and not other_user
         if other_user:
             # Another user's poll of a claimed execution: told it is not the owner,

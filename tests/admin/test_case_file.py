@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.domain import BatchStatus
-from tests.helpers import key, launch, move
+from tests.helpers import key, launch, move, recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 
@@ -92,17 +92,8 @@ def test_after_a_recovery_the_page_links_the_decision_and_resolves_the_steps(adm
 
     stale = models.JobExecution.objects.get(job_name="customer_sync")
     service = OperatorService(DjangoJobRepository())
-    proposal = service.propose(stale.pk)
-    from oxide_batch.domain.recovery import RecoveryDisposition
-
-    result = service.recover(
-        stale.pk,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
-        actor=Actor("user:test", None),
-        operation_id="case-file-test-1",
+    result = recover_as_proposed(
+        service, stale.pk, actor=Actor("user:test", None), operation_id="case-file-test-1"
     )
     decision = models.RecoveryDecision.objects.get(job_execution_id=stale.pk)
     html = _page(admin_client, stale.pk)

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.services.bootstrap import operator_service, retention_service
+from tests.helpers import recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 
@@ -104,22 +105,12 @@ def test_admin_index_links_the_dashboard(admin_client):
 
 
 def _recovered() -> tuple[models.JobExecution, models.RecoveryDecision]:
-    from oxide_batch.domain.recovery import RecoveryDisposition
     from oxide_batch.repository import DjangoJobRepository
     from oxide_batch.services.audit import Actor
 
     stale = models.JobExecution.objects.get(job_name="customer_sync")
     service = operator_service(DjangoJobRepository())
-    proposal = service.propose(stale.pk)
-    service.recover(
-        stale.pk,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
-        actor=Actor("opal"),
-        operation_id="cross-links-1",
-    )
+    recover_as_proposed(service, stale.pk, actor=Actor("opal"), operation_id="cross-links-1")
     return stale, models.RecoveryDecision.objects.get(job_execution_id=stale.pk)
 
 

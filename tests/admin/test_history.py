@@ -28,6 +28,7 @@ from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.bootstrap import operator_service, retention_service
 from oxide_batch.services.operator import OperatorService
+from tests.helpers import recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 
@@ -82,15 +83,12 @@ def _abandon(pk: int, actor: str = "user:otto", operation: str = "abandon-1") ->
 
 
 def _recover(pk: int, disposition: RecoveryDisposition = RecoveryDisposition.MARK_FAILED) -> int:
-    proposal = _service().propose(pk)
-    _service().recover(
+    recover_as_proposed(
+        _service(),
         pk,
-        expected_version=proposal.version,
-        disposition=disposition,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
         actor=Actor("user:otto", None),
         operation_id=f"recover-{pk}",
+        disposition=disposition,
     )
     return int(models.RecoveryDecision.objects.get(job_execution_id=pk).pk)
 
@@ -413,13 +411,9 @@ def test_a_failure_id_the_operator_gave_is_searched_in_the_logs(admin_client, de
     page searches it as any failure and names the decision that recorded it —
     it does not say that no log holds it."""
     stale = models.JobExecution.objects.get(job_name="customer_sync")
-    proposal = _service().propose(stale.pk)
-    _service().recover(
+    recover_as_proposed(
+        _service(),
         stale.pk,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
         actor=Actor("user:otto", None),
         operation_id="recover-given",
         failure_category=FailureCategory.TRANSIENT_INFRASTRUCTURE,

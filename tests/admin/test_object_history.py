@@ -12,11 +12,12 @@ from django.urls import reverse
 
 from oxide_batch import models
 from oxide_batch.demo.workload import Workload
-from oxide_batch.domain import BatchStatus, RecoveryDisposition
+from oxide_batch.domain import BatchStatus
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.bootstrap import operator_service, retention_service
 from oxide_batch.templatetags.oxide_history import audit_links
+from tests.helpers import recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 S = BatchStatus
@@ -41,15 +42,8 @@ def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga)
     client, actor = olga
     execution = stuck()
     service = operator_service(DjangoJobRepository(), stale_after=timedelta(minutes=15))
-    proposal = service.propose(execution.pk)
-    result = service.recover(
-        execution.pk,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="WORKER_LOST",
-        evidence_digest=proposal.evidence_digest,
-        actor=actor,
-        operation_id="rec-1",
+    result = recover_as_proposed(
+        service, execution.pk, actor=actor, operation_id="rec-1", reason_code="WORKER_LOST"
     )
     page = client.get(reverse("admin:oxide_batch_jobexecution_history", args=[execution.pk]))
     assert page.status_code == 200
@@ -103,15 +97,12 @@ def test_the_watchdogs_decision_is_on_the_timeline_and_in_the_audit_list(olga):
     client, _ = olga
     execution = stuck()
     service = operator_service(DjangoJobRepository(), stale_after=timedelta(minutes=15))
-    proposal = service.propose(execution.pk)
-    result = service.recover(
+    result = recover_as_proposed(
+        service,
         execution.pk,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="LEASE_EXPIRED",
-        evidence_digest=proposal.evidence_digest,
         actor=Actor("watchdog@host-1"),
         operation_id="watchdog:1:0123456789abcdef",
+        reason_code="LEASE_EXPIRED",
     )
     page = client.get(reverse("admin:oxide_batch_jobexecution_change", args=[execution.pk]))
     timeline = page.content.decode().split('class="ob-timeline"', 1)[1]

@@ -32,6 +32,7 @@ from oxide_batch.domain.evidence import (
     LatestStep,
     RecoveryEvidence,
     check_recovery,
+    claimed_by_another,
     default_failure_category,
     instant_text,
     observation_stops,
@@ -160,6 +161,14 @@ def test_token_comparison_is_the_full_token_and_nothing_recorded_never_matches()
     assert same_token(OWNER, OWNER)
     assert not same_token(OWNER, b"\x01" * 15 + b"\x02")
     assert not same_token(None, OWNER)
+
+
+@pytest.mark.parametrize(
+    ("claimant", "runtime_user", "another"),
+    [(7, 8, True), (7, 7, False), (None, 8, False), (7, None, False), (None, None, False)],
+)
+def test_only_a_claim_by_another_runtime_user_is_anothers(claimant, runtime_user, another):
+    assert claimed_by_another(claimant, runtime_user) is another
 
 
 @pytest.mark.parametrize("status", list(S))

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from oxide_batch.domain.errors import (
     ConcurrentModification,
     ExecutionOwned,
     JobExecutionNotFound,
     JobInstanceNotFound,
+    NotFound,
     StepExecutionNotFound,
     VersionAhead,
 )
+from oxide_batch.domain.evidence import claimed_by_another
 from oxide_batch.domain.execution import StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
@@ -23,6 +26,16 @@ from tests.fakes.tables import ExecutionRow, InstanceRow, Tables, by_id
 
 if TYPE_CHECKING:
     from tests.fakes import FakeJobRepository
+
+R = TypeVar("R")
+JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
+JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+STEP_EXECUTION = IdentifierKind.STEP_EXECUTION
+_NOT_FOUND: dict[IdentifierKind, Callable[[int], NotFound]] = {
+    JOB_INSTANCE: lambda pk: JobInstanceNotFound(id=pk),
+    JOB_EXECUTION: lambda pk: JobExecutionNotFound(id=pk),
+    STEP_EXECUTION: lambda pk: StepExecutionNotFound(id=pk),
+}
 
 
 class UnitOfWorkBase:
@@ -92,28 +105,29 @@ class UnitOfWorkBase:
 
     # -- rows -----------------------------------------------------------------------
 
-    def _instance(self, job_instance_id: int) -> InstanceRow:
-        pk = validate_identifier(IdentifierKind.JOB_INSTANCE, job_instance_id)
-        row = self._open().instances.get(pk)
+    def _found(self, rows: Mapping[int, R], kind: IdentifierKind, value: int) -> R:
+        """The row ``value`` names (validated as ``kind``), or ``kind``'s not-found
+        refusal: the adapter's ``_id`` and its read of one row."""
+        pk = validate_identifier(kind, value)
+        row = rows.get(pk)
         if row is None:
-            raise JobInstanceNotFound(id=pk)
+            raise _NOT_FOUND[kind](pk)
         return row
 
+    def _instance(self, job_instance_id: int) -> InstanceRow:
+        return self._found(self._open().instances, JOB_INSTANCE, job_instance_id)
+
     def _execution(self, job_execution_id: int) -> ExecutionRow:
-        pk = validate_identifier(IdentifierKind.JOB_EXECUTION, job_execution_id)
-        row = self._open().executions.get(pk)
-        if row is None:
-            raise JobExecutionNotFound(id=pk)
-        self._in_hand = pk
+        """The execution's row, as the one a write works on: in hand (the lost-write
+        marker's target) and its control remembered (``write_control``)."""
+        row = self._found(self._open().executions, JOB_EXECUTION, job_execution_id)
+        self._in_hand = row.execution.id
         self._remember(row)
         return row
 
     def _step(self, step_execution_id: int) -> StepExecution:
-        pk = validate_identifier(IdentifierKind.STEP_EXECUTION, step_execution_id)
-        step = self._open().steps.get(pk)
-        if step is None:
-            raise StepExecutionNotFound(id=pk)
-        self._remember(self._execution(step.job_execution_id))
+        step = self._found(self._open().steps, STEP_EXECUTION, step_execution_id)
+        self._execution(step.job_execution_id)  # in hand, its control remembered
         return step
 
     def _put(self, row: ExecutionRow) -> None:
@@ -131,8 +145,8 @@ class UnitOfWorkBase:
     def _check_claimant(self, row: ExecutionRow, *, token: bool = True) -> None:
         """The adapter's ``_check_claimant``: another runtime user's claim, or
         (``token``) another recorded owner token, is ``ExecutionOwned``."""
-        pk, claimant, runtime = row.execution.id, row.owner_user_id, self._runtime_user_id
-        if claimant is not None and runtime is not None and claimant != runtime:
+        pk = row.execution.id
+        if claimed_by_another(row.owner_user_id, self._runtime_user_id):
             raise ExecutionOwned(id=pk, other_user=True)
         carried, recorded = self._owner_token, row.owner_token
         if (

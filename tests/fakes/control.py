@@ -13,6 +13,7 @@ from oxide_batch.domain.evidence import (
     LatestStep,
     RecoveryEvidence,
     StopResult,
+    claimed_by_another,
     observation_stops,
     owner_claim_needs_write,
     same_token,
@@ -73,8 +74,8 @@ class ControlOperations(UnitOfWorkBase):
     ) -> ExecutionControl:
         token = validate_owner_token(owner_token)
         row = self._execution(job_execution_id)
-        execution, runtime, claimant = row.execution, self._runtime_user_id, row.owner_user_id
-        other_user = claimant is not None and runtime is not None and claimant != runtime
+        execution = row.execution
+        other_user = claimed_by_another(row.owner_user_id, self._runtime_user_id)
         owner_matches = same_token(row.owner_token, token) and not other_user
         stop_requested = row.stop_requested_at is not None
         if other_user:
@@ -177,10 +178,7 @@ class ControlOperations(UnitOfWorkBase):
         tables.decisions[decision_id] = decision
         tables.decision_users[decision_id] = operator_user_id
         recovered = dataclasses.replace(recovered, recovery_decision_id=decision_id)
-        failed_at = row.failed_at
-        if recovered.status is S.FAILED and failed_at is None:
-            failed_at = now
-        self._put(dataclasses.replace(row, execution=recovered, failed_at=failed_at))
+        self._put(row.with_execution(recovered, now))  # it failed now, by the decision
         for step in resolved:
             tables.steps[step.id] = step
         return RecoveryResult(execution=recovered, decision=decision)

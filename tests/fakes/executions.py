@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.errors import ExecutionAlreadyActive, JobExecutionNotFound
+from oxide_batch.domain.errors import ExecutionAlreadyActive
 from oxide_batch.domain.evidence import already_active, validate_owner_token
 from oxide_batch.domain.execution import (
     ExecutionMetadata,
@@ -28,11 +28,9 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
-from oxide_batch.domain.status import BatchStatus
-from tests.fakes.base import UnitOfWorkBase
+from tests.fakes.base import JOB_EXECUTION, UnitOfWorkBase
 from tests.fakes.tables import ExecutionRow, InstanceRow
 
-S = BatchStatus
 #: The built-in definition every attempt of the fake runs.
 BUILT_IN_DEFINITION = 1
 
@@ -123,11 +121,8 @@ class ExecutionOperations(UnitOfWorkBase):
         return execution
 
     def get_job_execution(self, job_execution_id: int) -> JobExecution:
-        pk = validate_identifier(IdentifierKind.JOB_EXECUTION, job_execution_id)
-        row = self._open().executions.get(pk)
-        if row is None:
-            raise JobExecutionNotFound(id=pk)
-        return row.execution
+        # A read: not the row a write works on (nothing in hand or remembered).
+        return self._found(self._open().executions, JOB_EXECUTION, job_execution_id).execution
 
     def job_executions(self, job_instance_id: int) -> list[JobExecution]:
         pk = validate_identifier(IdentifierKind.JOB_INSTANCE, job_instance_id)
@@ -178,17 +173,10 @@ class ExecutionOperations(UnitOfWorkBase):
         activity: bool,
     ) -> JobExecution:
         changed = row.execution.with_state(metadata, version, now)
-        failed_at = row.failed_at
-        if metadata.status is S.FAILED and failed_at is None:
-            failed_at = now
-        self._put(
-            dataclasses.replace(
-                row,
-                execution=changed,
-                failed_at=failed_at,
-                last_activity_at=now if activity else row.last_activity_at,
-            )
-        )
+        written = row.with_execution(changed, now)
+        if activity:
+            written = dataclasses.replace(written, last_activity_at=now)
+        self._put(written)
         return changed
 
     def execution_image(self, job_execution_id: int) -> Mapping[str, Any] | None:

@@ -30,7 +30,7 @@ from tests.fakes.tables import StepStored, by_id
 class StepOperations(UnitOfWorkBase):
     """Step executions and their state in the fake (the port's ``Steps``)."""
 
-    # -- Steps (what the services' evidence needs; not the whole Steps Protocol) -----
+    # -- Steps (the whole Protocol: ``tests.fakes`` checks it) ----------------------
 
     def create_step_execution(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from oxide_batch.domain.state import (
     StoredStateCorrupt,
     load_stored,
 )
+from oxide_batch.domain.status import BatchStatus
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ class ExecutionRow:
     last_observed_at: datetime | None = None
     failed_at: datetime | None = None
     lost_write: bool = False
+
+    def with_execution(self, execution: JobExecution, now: datetime) -> ExecutionRow:
+        """The row holding ``execution`` as written at ``now``: a move to FAILED
+        records ``failed_at`` once, as the adapter's column."""
+        failed_at = self.failed_at
+        if execution.status is BatchStatus.FAILED and failed_at is None:
+            failed_at = now
+        return replace(self, execution=execution, failed_at=failed_at)
 
     def view(self, newest_step_write_at: datetime | None = None) -> ExecutionView:
         return ExecutionView(

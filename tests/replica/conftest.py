@@ -11,8 +11,8 @@ is never flushed or created) while the module runs, and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings as django_settings
@@ -32,6 +32,7 @@ ALIAS = "replica"
 # Both aliases: a test reads the replica through Django (pytest-django refuses
 # an alias a test did not name).
 ON_BOTH = pytest.mark.django_db(transaction=True, databases=["default", ALIAS])
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +108,17 @@ def resume(server: Server) -> None:
 def received_not_replayed(server: Server) -> None:
     """Wait until the replica has received a write it does not replay (paused)."""
     server.wait_for(f"SELECT pg_last_wal_receive_lsn() >= '{primary_lsn()}'::pg_lsn", True)
+
+
+def unreplayed(server: Server, write: Callable[[], T]) -> T:
+    """``write`` on the primary while the replica does not replay it: caught up
+    first, then paused, back once the replica has received the write. The
+    replica still shows what it had before (``resume`` replays it)."""
+    caught_up(server)
+    pause(server)
+    done = write()
+    received_not_replayed(server)
+    return done
 
 
 # -- the console

@@ -30,11 +30,9 @@ from tests.replica.conftest import (
     ALIAS,
     ON_BOTH,
     act_url,
-    caught_up,
     change_url,
     list_url,
-    pause,
-    received_not_replayed,
+    unreplayed,
 )
 from tests.replication import Server
 
@@ -61,10 +59,7 @@ def test_lists_details_and_the_dashboard_read_the_replica(
     replica: Server, operator: Client, repo: DjangoJobRepository
 ) -> None:
     seen = started(repo, "before-the-pause")
-    caught_up(replica)
-    pause(replica)
-    unseen = started(repo, "after-the-pause")
-    received_not_replayed(replica)
+    unseen = unreplayed(replica, lambda: started(repo, "after-the-pause"))
 
     page = operator.get(list_url()).content.decode()
     assert change_url("jobexecution", seen.id) in page
@@ -93,10 +88,7 @@ def test_lists_details_and_the_dashboard_read_the_replica(
 def test_the_confirmation_page_and_the_action_read_the_primary(
     replica: Server, operator: Client, repo: DjangoJobRepository
 ) -> None:
-    caught_up(replica)
-    pause(replica)
-    unseen = started(repo, "after-the-pause")
-    received_not_replayed(replica)
+    unseen = unreplayed(replica, lambda: started(repo, "after-the-pause"))
     url = act_url("jobexecution", "stop", unseen.id)
 
     with CaptureQueriesContext(connections[ALIAS]) as on_replica:
@@ -119,11 +111,13 @@ def test_the_page_after_an_action_reads_the_primary(
 ) -> None:
     settings.OXIDE_BATCH_REPLICA_PIN = "2s"
     running = started(repo, "stopped-by-the-operator")
-    caught_up(replica)
-    pause(replica)
     url = act_url("jobexecution", "stop", running.id)
-    done = operator.post(url, confirmation_form(operator.get(url).content.decode()), follow=True)
-    received_not_replayed(replica)
+    done = unreplayed(
+        replica,
+        lambda: operator.post(
+            url, confirmation_form(operator.get(url).content.decode()), follow=True
+        ),
+    )
 
     # The redirect lands on the execution's page, read on the primary: the stop shows.
     assert done.redirect_chain[-1][0] == change_url("jobexecution", running.id)
@@ -140,10 +134,7 @@ def test_the_api_and_the_runtime_read_the_primary(
 ) -> None:
     from django.contrib.auth import get_user_model
 
-    caught_up(replica)
-    pause(replica)
-    unseen = started(repo, "after-the-pause")
-    received_not_replayed(replica)
+    unseen = unreplayed(replica, lambda: started(repo, "after-the-pause"))
 
     api = APIClient()
     user = get_user_model().objects.get(username="otto")

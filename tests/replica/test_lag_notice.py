@@ -22,8 +22,7 @@ from tests.replica.conftest import (
     caught_up,
     change_url,
     list_url,
-    pause,
-    received_not_replayed,
+    unreplayed,
 )
 from tests.replication import Server
 
@@ -48,10 +47,7 @@ def test_a_replica_behind_by_more_than_the_threshold_says_so(
     replica: Server, operator: Client, repo: DjangoJobRepository
 ) -> None:
     execution = launch(repo, key(run="replayed"))
-    caught_up(replica)
-    pause(replica)
-    move(repo, execution, BatchStatus.STARTED)  # received, not replayed
-    received_not_replayed(replica)
+    unreplayed(replica, lambda: move(repo, execution, BatchStatus.STARTED))
     time.sleep(THRESHOLD + 0.5)
 
     for url in (

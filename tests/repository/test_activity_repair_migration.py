@@ -15,11 +15,11 @@ from django.db.migrations.executor import MigrationExecutor
 from oxide_batch import models
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus
-from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.services.audit import Actor
 from oxide_batch.services.bootstrap import operator_service
+from tests.helpers import recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 migration = importlib.import_module("oxide_batch.migrations.0020_abandon_stamped_activity")
@@ -94,14 +94,9 @@ def test_after_a_recovery_the_steps_newest_write_stands_in() -> None:
         .values_list("last_activity_at", flat=True)
         .first()
     )
-    service = operator_service(DjangoJobRepository())
-    proposal = service.propose(running.id)
-    service.recover(
+    recover_as_proposed(
+        operator_service(DjangoJobRepository()),
         running.id,
-        expected_version=proposal.version,
-        disposition=RecoveryDisposition.MARK_FAILED,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
         actor=Actor("user:otto", None),
         operation_id="recover-repair",
     )

@@ -29,7 +29,7 @@ from oxide_batch.domain.errors import StaleVersion
 from oxide_batch.domain.flow import FlowTransitionKind
 from oxide_batch.domain.operator import OperatorAction, OperatorRecordDraft, RecordOutcome
 from oxide_batch.domain.retention import PurgeCriteria, RetentionAction, RetentionRecordDraft
-from oxide_batch.repository import DjangoUnitOfWork, hooks
+from oxide_batch.repository import DjangoUnitOfWork
 from oxide_batch.repository.port import OPERATIONS, UnitOfWork
 from oxide_batch.services.audit import Actor
 from tests.helpers import key, launch, move
@@ -54,14 +54,6 @@ def scenario(name: str) -> Callable[[Scenario], Scenario]:
 
 MUTATIONS = sorted(name for name, kind in OPERATIONS.items() if kind.mutates)
 READS = sorted(name for name, kind in OPERATIONS.items() if not kind.mutates)
-
-
-@pytest.fixture
-def seen():
-    observed: list[hooks.OperationEvent] = []
-    hooks.register(observed.append)
-    yield observed
-    hooks.unregister(observed.append)
 
 
 def test_the_port_marks_every_operation_of_the_adapter_and_nothing_else():

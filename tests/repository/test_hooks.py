@@ -13,14 +13,6 @@ from tests.helpers import key, launch
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def seen():
-    events: list[hooks.OperationEvent] = []
-    hooks.register(events.append)
-    yield events
-    hooks.unregister(events.append)
-
-
 def test_every_operation_is_observed_once_with_its_outcome(repo, seen):
     execution = launch(repo)
     with repo.begin() as uow, pytest.raises(VersionAhead):

@@ -25,7 +25,7 @@ from oxide_batch.domain.recovery import FAILURE_ID_GIVEN
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.bootstrap import operator_service, retention_service
 from tests.conftest import accounts_fixture
-from tests.helpers import launch, move
+from tests.helpers import launch, move, recover_as_proposed
 
 pytestmark = pytest.mark.django_db
 S = BatchStatus
@@ -65,15 +65,8 @@ def stored(execution_id):
 
 
 def recover(service, execution_id, disposition, actor=OLGA, operation_id="r-1"):
-    proposal = service.propose(execution_id)
-    return service.recover(
-        execution_id,
-        expected_version=proposal.version,
-        disposition=disposition,
-        reason_code="STALE_WORKER",
-        evidence_digest=proposal.evidence_digest,
-        actor=actor,
-        operation_id=operation_id,
+    return recover_as_proposed(
+        service, execution_id, actor=actor, operation_id=operation_id, disposition=disposition
     )
 
 
