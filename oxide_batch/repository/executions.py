@@ -56,8 +56,8 @@ from oxide_batch.repository.records import (
     INSTANCE_COLUMNS,
     JOB_EXECUTION_COLUMNS,
     STEP_EXECUTION_COLUMNS,
-    changed_columns,
     decision_from_row,
+    execution_columns,
     instance_from_row,
     job_execution_from_row,
     metadata_columns,
@@ -430,11 +430,9 @@ class ExecutionOperations(DefinitionOperations):
             evidence=None if request.evidence is None else dict(request.evidence),
         )
         written = {
-            **changed_columns(row, metadata_columns(recovered.metadata, recovered.version, now)),
+            **execution_columns(row, recovered.metadata, recovered.version, now),
             "recovery_decision_id": decision.pk,
         }
-        if recovered.status is BatchStatus.FAILED and row["failed_at"] is None:
-            written["failed_at"] = now  # it failed now, by the decision
         self._update(models.JobExecution, pk, written)
         if resolved_ids:
             failure = request.steps_failure

@@ -199,6 +199,18 @@ def changed_columns(before: Row, after: Mapping[str, Any]) -> dict[str, Any]:
     return {column: value for column, value in after.items() if before.get(column) != value}
 
 
+def execution_columns(
+    row: Row, metadata: ExecutionMetadata, version: int, now: datetime
+) -> dict[str, Any]:
+    """What a job execution's move writes: the columns that change, and
+    ``failed_at`` the first time it moves to FAILED (a transition's or a
+    recovery's)."""
+    written = changed_columns(row, metadata_columns(metadata, version, now))
+    if metadata.status is BatchStatus.FAILED and row["failed_at"] is None:
+        written["failed_at"] = now
+    return written
+
+
 def decision_from_row(row: Row) -> RecoveryDecision:
     return RecoveryDecision(
         id=row["id"],

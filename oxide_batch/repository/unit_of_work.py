@@ -34,15 +34,14 @@ from oxide_batch.domain.errors import (
     VersionAhead,
 )
 from oxide_batch.domain.events import SERVICE, Actor, Event
-from oxide_batch.domain.evidence import instant_text
+from oxide_batch.domain.evidence import claimed_by_another, instant_text
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
-from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import hooks, statements
 from oxide_batch.repository.faults import translate, translate_commit
-from oxide_batch.repository.records import changed_columns, metadata_columns
+from oxide_batch.repository.records import changed_columns, execution_columns, metadata_columns
 
 if TYPE_CHECKING:
     from oxide_batch.repository.clock import Clock
@@ -54,7 +53,6 @@ E = TypeVar("E", JobExecution, StepExecution)
 
 _MAX_PK = 2**63 - 1
 logger = logging.getLogger(__name__)
-FAILED = BatchStatus.FAILED
 
 
 class _State(enum.Enum):
@@ -461,8 +459,7 @@ class UnitOfWorkBase:
         execution's) is given, another recorded token is ``ExecutionOwned`` too
         (contract §2.5.2: a write carrying an owner token must carry the owner's); an
         unclaimed execution has no owner's token to compare with."""
-        runtime = self._runtime_user_id
-        if owner_user_id is not None and runtime is not None and owner_user_id != runtime:
+        if claimed_by_another(owner_user_id, self._runtime_user_id):
             raise ExecutionOwned(id=job_execution_id, other_user=True)
         carried = self._owner_token
         if (
@@ -569,12 +566,13 @@ class UnitOfWorkBase:
             current = from_row(row)
             now = self.now()
             metadata, version = change(current, now)
-            written = changed_columns(row, metadata_columns(metadata, version, now))
+            if execution:
+                written = execution_columns(row, metadata, version, now)
+            else:
+                written = changed_columns(row, metadata_columns(metadata, version, now))
             written.update(extra_columns or {})
             if activity:
                 written["last_activity_at"] = now
-            if execution and metadata.status is FAILED and row["failed_at"] is None:
-                written["failed_at"] = now
             if written:
                 self._write(model, pk, written, cursor=cursor)
                 row.update(written)
