@@ -199,6 +199,7 @@ class Bench:
         from oxide_batch.api import serializers as s
         from oxide_batch.api.authentication import BatchTokenAuthentication
         from oxide_batch.api.contract import StrictJSONParser
+        from oxide_batch.services import bootstrap
 
         step = self.step
         body = step.body()
@@ -210,7 +211,7 @@ class Bench:
         request = Request(django_request)
         parser = StrictJSONParser()
         data = parser.parse(io.BytesIO(body))
-        repository = deps.repository()
+        repository = bootstrap.repository(deps.clock)
         answer: dict[str, Any] = {}
 
         def read_input() -> Any:

@@ -1,6 +1,7 @@
 """Where the services are built: the one place that picks the repository
-adapter (decision 169). The API, the admin, the management commands and the
-tests ask here rather than calling the constructors; a test gives its own
+adapter (decision 169). The API, the admin and the management commands ask
+here rather than calling the constructors (the demo workload, a layer below
+the services, builds the adapter on its own clock); a test gives its own
 repository — the Django adapter on a test clock, or the in-memory fake of
 ``tests/fakes/``.
 

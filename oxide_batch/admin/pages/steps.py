@@ -35,8 +35,8 @@ from oxide_batch.admin.pages.common import counts_text
 from oxide_batch.admin.pages.executions import JobExecutionAdmin
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.selectors import console, pages
+from oxide_batch.services import bootstrap
 
 
 class ExecutionFilter(admin.SimpleListFilter):
@@ -149,7 +149,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
         if text is None:
             return info
         try:
-            with DjangoJobRepository().begin() as uow:
+            with bootstrap.repository().begin() as uow:
                 state = uow.step_state(obj.pk)
         except OxideBatchError as error:
             info.update(state="corrupt", error=error.code)

@@ -25,6 +25,7 @@ from oxide_batch.domain.names import MAX_IDENTIFIER, IdentifierKind, validate_id
 from oxide_batch.repository.port import JobRepository, UnitOfWork
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 from oxide_batch.selectors.scope import job_name_of
+from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor
 
 K = IdentifierKind
@@ -120,7 +121,7 @@ class BatchView(ApiContract):
 
     @staticmethod
     def repository() -> JobRepository:
-        return deps.repository()
+        return bootstrap.repository(deps.clock)
 
     def unit_of_work(self, owner_token: bytes | None = None) -> UnitOfWork:
         """A unit of work for the request's user: its claims record the user, and
@@ -128,7 +129,7 @@ class BatchView(ApiContract):
         (contract §2.5.2); with the ``owner_token`` the write
         carries, a write to an execution that recorded another is refused too,
         and the answer's ``control.owner_matches`` compares the two."""
-        return deps.repository().begin(
+        return bootstrap.repository(deps.clock).begin(
             runtime_user_id=self.request.user.pk, owner_token=owner_token
         )
 

@@ -11,9 +11,9 @@ from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.management.commands._cli import CommandFailed, ExitCode, OxideCommand, age_arg
 from oxide_batch.management.commands._operator import execution_json, parse_instant
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.selectors.executions import instance_execution_views
 from oxide_batch.selectors.unresolved import unresolved_executions
+from oxide_batch.services import bootstrap
 
 # Inactivity means something only while an execution may still be running.
 UNRESOLVED = frozenset(
@@ -41,7 +41,7 @@ class Command(OxideCommand):
         parser.add_argument("--limit", type=int, default=50, help="1–500 (unresolved only)")
 
     def run(self, **options: Any) -> dict[str, Any]:
-        repository = DjangoJobRepository()
+        repository = bootstrap.repository()
         self.now = repository.clock.now()
         if options["instance"] is not None:
             with repository.begin() as uow:
