@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxide_batch.conf import SETTING_NAMES
 from oxide_batch.domain import (
     BatchStatus,
     FailureCategory,
@@ -24,6 +28,8 @@ from tests.fakes import FakeJobRepository
 if TYPE_CHECKING:
     from oxide_batch.services.audit import Actor
     from oxide_batch.services.operator import OperatorResult, OperatorService
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: The repositories the tests' builders work with: the adapter and the fake.
 Repository = DjangoJobRepository | FakeJobRepository
@@ -155,3 +161,19 @@ def error_field_value(hint: Any, *, number: int = 1, status: Any = None) -> Any:
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return RepositoryCapability.STEP_PARTITIONS
     raise AssertionError(f"no value for {hint!r}")
+
+
+def run_python(args: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The checkout's Python on ``args`` (``manage.py …``, ``-c …``), with the
+    caller's ``DATABASE_URL`` and app settings left out, SQLite on
+    ``/dev/null``, and ``environment`` on top."""
+    base = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and k not in SETTING_NAMES}
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**base, "SQLITE_PATH": os.devnull, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )

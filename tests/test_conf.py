@@ -7,10 +7,7 @@ is a system check error with the setting's name and id and an
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +24,7 @@ from oxide_batch.conf import (
     app_settings_check,
     batch_settings,
 )
+from tests.helpers import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "OXIDE_BATCH_"
@@ -259,23 +257,10 @@ BAD_ENVIRONMENT = {
 ALWAYS_VALID = {"OXIDE_BATCH_VISIBLE_PARAMETERS", "OXIDE_BATCH_METRICS_TOKEN"}
 
 
-def run(args: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and k not in SETTING_NAMES}
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env={**base, "SQLITE_PATH": os.devnull, **environment},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_manage_py_check_refuses_each_bad_variable_by_name_and_id():
     """What stops scripts/serve (its migrate runs the checks) and manage.py check."""
     assert set(BAD_ENVIRONMENT) == SETTING_NAMES
-    result = run(["manage.py", "check"], BAD_ENVIRONMENT)
+    result = run_python(["manage.py", "check"], BAD_ENVIRONMENT)
     assert result.returncode != 0
     for item in SETTINGS:
         shown = f"({item.check_id}) {item.name}: " in result.stderr
@@ -284,7 +269,7 @@ def test_manage_py_check_refuses_each_bad_variable_by_name_and_id():
 
 def test_the_wsgi_application_refuses_a_bad_variable_by_name():
     """gunicorn runs no check: project/wsgi.py stops each worker's start."""
-    result = run(
+    result = run_python(
         ["-c", "import project.wsgi"], {"OXIDE_BATCH_OPERATOR_THROTTLE_RATE": "60/fortnight"}
     )
     assert result.returncode != 0
@@ -299,7 +284,7 @@ def test_good_variables_reach_the_app_parsed():
         "print(s.STATE_MAX_BYTES, s.PURGE_MIN_AGE, sorted(s.VISIBLE_PARAMETERS), "
         "s.METRICS_ALLOWED_IPS, s.OPERATOR_THROTTLE_RATE)"
     )
-    result = run(
+    result = run_python(
         ["-c", program],
         {
             "DJANGO_SETTINGS_MODULE": "project.settings",

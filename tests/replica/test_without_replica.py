@@ -4,11 +4,7 @@ no cookie and show no notice (both databases, no replica)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +22,10 @@ from oxide_batch.db.replica import PageReads, page_reads
 from oxide_batch.db.router import ReplicaRouter
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import OPERATOR, ensure_roles
-from tests.helpers import key, launch
+from tests.helpers import key, launch, run_python
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("admin:oxide_batch_jobexecution_changelist", "admin:oxide_batch_dashboard")
 
 
@@ -64,16 +59,7 @@ def wiring(environment: dict[str, str]) -> list[str]:
         "import project.settings as s; "
         "print(s.DATABASE_ROUTERS == [] or s.DATABASE_ROUTERS); print(s.MIDDLEWARE[-1])"
     )
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "OXIDE_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=ROOT,
-        env={**base, **environment},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(["-c", program], environment)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
