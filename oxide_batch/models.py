@@ -331,6 +331,11 @@ class JobExecution(ExecutionFields):
         return f"{self.job_name} attempt {self.attempt} (#{self.pk})"
 
 
+# What a timeline of an execution's steps draws of each (the case file's, the
+# dashboard's): the step, its status and its times.
+STEP_TIMELINE = ("id", "step_name", "status", "created_at", "started_at", "ended_at")
+
+
 class StepExecution(ExecutionFields):
     """One attempt of a named step within a job execution."""
 
@@ -439,6 +444,19 @@ class StepPartition(CountFields):
 
     def __str__(self) -> str:
         return f"partition {self.ordinal} of step {self.step_execution_id}"
+
+
+# A flow decision's transition, as the console lists it: its place in the
+# execution's sequence, the node it left, the kind, the outcome it saw, and
+# where it went (a node, or a terminal).
+FLOW_TRANSITION = (
+    "sequence",
+    "source_node_id",
+    "kind",
+    "observed_outcome",
+    "target_node_id",
+    "terminal",
+)
 
 
 class FlowDecision(models.Model):
@@ -609,6 +627,9 @@ class RecoveryDecision(AuditModel):
 
 OPERATOR_ACTIONS = ["LAUNCH", "RESTART", "STOP", "ABANDON", "RECOVER"]
 RETENTION_ACTIONS = ["HOLD", "RELEASE_HOLD", "APPLY_PURGE"]
+# The columns an audited request's row (an operator request, a retention record)
+# begins with: which request it was (``action``, ``operation_id``), who asked and why.
+REQUEST_COLUMNS = ("id", "action", "operation_id", "actor", "actor_user_id", "reason_code")
 PURGE_KINDS = (
     "flow_decisions",
     "step_partitions",

@@ -99,6 +99,21 @@ def bounded(rows: Iterable[Any]) -> tuple[list[Any], bool]:
     return items[:LINKED_ROWS], len(items) > LINKED_ROWS
 
 
+def linked_rows(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, model: str, query: str
+) -> SafeString:
+    """A detail page's table of the rows it links to: ``rows`` are the cells of
+    a ``[:LINKED_ROWS + 1]`` slice; the first :data:`LINKED_ROWS` are shown, and
+    when there were more, a link to ``model``'s list filtered by ``query``."""
+    shown, more = bounded(rows)
+    return table(
+        headers,
+        shown,
+        more=more,
+        more_url=reverse(f"admin:oxide_batch_{model}_changelist") + f"?{query}",
+    )
+
+
 # Generic only for the type checker: without django_stubs_ext's monkeypatch
 # (a host project's settings) Django's class is not subscriptable at run time.
 if TYPE_CHECKING:

@@ -11,6 +11,11 @@ facts of the same kinds, through the same hooks (``hooks.report``), at once.
 The port marks which facts each mutating operation records
 (``repository/port.py``, ``mutation(...)``); ``tests/repository/test_events_recorded.py``
 drives every marked operation and checks it.
+
+The facts about one row share a base that carries it (``ExecutionFact``,
+``StepFact``, ``PartitionFact``, ``PartitionPlanFact``, ``OperatorRecordFact``,
+``RetentionRecordFact``); a base is never recorded itself, and the observer
+subscribes to the concrete fact types (by exact type), not to a base.
 """
 
 from __future__ import annotations
@@ -59,58 +64,64 @@ class InstanceCreated(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionLaunched(Event):
-    """A new attempt, as inserted (STARTING at version 0)."""
+class ExecutionFact(Event):
+    """A fact about one job execution: ``execution`` is its row as the
+    operation left it."""
 
     execution: JobExecution
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionLaunched(ExecutionFact):
+    """A new attempt, as inserted (STARTING at version 0)."""
+
     status: BatchStatus = BatchStatus.STARTING
     version: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionTransitioned(Event):
+class ExecutionTransitioned(ExecutionFact):
     """A job execution's status moved from ``prior`` (the locked row's) to
     ``execution.status`` at ``execution.version``."""
 
-    execution: JobExecution
     prior: BatchStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionClaimed(Event):
-    """The owner token was recorded (``changed``) or found already recorded."""
+class ExecutionChange(ExecutionFact):
+    """A request on an execution that was recorded (``changed``) or found
+    already in force."""
 
-    execution: JobExecution
     changed: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionExitCodeRecorded(Event):
-    execution: JobExecution
+class ExecutionClaimed(ExecutionChange):
+    """The owner token was recorded (``changed``) or found already recorded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StopRequested(Event):
+class ExecutionExitCodeRecorded(ExecutionFact):
+    """An exit code was recorded on the execution (its enrichment)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopRequested(ExecutionChange):
     """A stop request recorded (``changed``), or a no-op on a stopping or
     finished execution."""
 
-    execution: JobExecution
-    changed: bool
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ControlObserved(Event):
+class ControlObserved(ExecutionFact):
     """A runtime's poll of its control state (a move to STOPPING it caused is
     recorded as its own ``ExecutionTransitioned``)."""
 
-    execution: JobExecution
     owner_matches: bool
     stop_requested: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RecoveryApplied(Event):
-    execution: JobExecution
+class RecoveryApplied(ExecutionFact):
     decision: RecoveryDecision
 
 
@@ -118,56 +129,75 @@ class RecoveryApplied(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StepCreated(Event):
+class StepFact(Event):
+    """A fact about one step execution: ``step`` is its row as the operation
+    left it."""
+
+    step: StepExecution
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCreated(StepFact):
     """A step, as inserted: ``status`` at ``version`` (STARTING at 0; a step
     created STARTED also records its ``StepTransitioned``)."""
 
-    step: StepExecution
     status: BatchStatus = BatchStatus.STARTING
     version: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StepTransitioned(Event):
-    step: StepExecution
+class StepTransitioned(StepFact):
     prior: BatchStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ChunkCommitted(Event):
+class ChunkCommitted(StepFact):
     """A chunk's progress on a STARTED step, at ``version`` (a finishing chunk
     also records the step's ``StepTransitioned``, at the same version)."""
 
-    step: StepExecution
     status: BatchStatus = BatchStatus.STARTED
     version: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StepExitCodeRecorded(Event):
-    step: StepExecution
+class StepExitCodeRecorded(StepFact):
+    """An exit code was recorded on the step (its enrichment)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionPlanCreated(Event):
+class PartitionPlanFact(Event):
+    """A step's partition plan, as the operation left it."""
+
     step_execution_id: int
     partitions: tuple[StepPartition, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionPlanRestarted(Event):
-    step_execution_id: int
-    partitions: tuple[StepPartition, ...]
+class PartitionPlanCreated(PartitionPlanFact):
+    """A new plan was inserted."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionAssigned(Event):
+class PartitionPlanRestarted(PartitionPlanFact):
+    """The prior attempt's plan was carried to the restarted step."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionFact(Event):
+    """A fact about one partition: ``partition`` is its row as the operation
+    left it."""
+
     partition: StepPartition
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionCompleted(Event):
-    partition: StepPartition
+class PartitionAssigned(PartitionFact):
+    """The partition was handed to a worker."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionCompleted(PartitionFact):
+    """The partition finished."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,8 +222,15 @@ class DefinitionUpgradeRegistered(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OperatorRequestRecorded(Event):
+class OperatorRecordFact(Event):
+    """A fact about one operator request's audit record."""
+
     record: OperatorRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorRequestRecorded(OperatorRecordFact):
+    """The request was recorded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,8 +242,15 @@ class AdminHistoryRecorded(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionRecorded(Event):
+class RetentionRecordFact(Event):
+    """A fact about one retention request's audit record."""
+
     record: RetentionRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionRecorded(RetentionRecordFact):
+    """The request was recorded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,13 +283,13 @@ class RecoveryProposed(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OperatorRequestReplayed(Event):
-    record: OperatorRecord
+class OperatorRequestReplayed(OperatorRecordFact):
+    """A retried request was answered from its record."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionRequestReplayed(Event):
-    record: RetentionRecord
+class RetentionRequestReplayed(RetentionRecordFact):
+    """A retried request was answered from its record."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

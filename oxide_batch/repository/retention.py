@@ -41,12 +41,7 @@ from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
 HOLD_COLUMNS = ("id", "hold_actor", "hold_user_id", "hold_reason_code", "hold_placed_at")
 RECORD_COLUMNS = (
-    "id",
-    "action",
-    "operation_id",
-    "actor",
-    "actor_user_id",
-    "reason_code",
+    *models.REQUEST_COLUMNS,
     "request_digest",
     "job_instance_id",
     "plan_digest",

@@ -5,7 +5,7 @@ abandon requests and its instance's hold records — one bounded query each."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models import Exists, OuterRef
 
@@ -21,6 +21,8 @@ TIMELINE_REQUESTS = 10
 
 
 TIMELINE_HOLDS = 10
+
+R = TypeVar("R", models.OperatorRequest, models.RetentionRecord)
 
 
 @dataclass(frozen=True)
@@ -40,24 +42,31 @@ def case_records(obj: Any) -> CaseRecords:
             :TIMELINE_DECISIONS
         ]
     )
-    requests = list(
-        models.OperatorRequest.objects.filter(
-            job_execution_id=obj.pk,
-            action__in=("STOP", "ABANDON"),
-            outcome="APPLIED",
-            changed=True,
-        ).order_by("-id")[:TIMELINE_REQUESTS]
+    requests = applied_changes(
+        models.OperatorRequest,
+        ("STOP", "ABANDON"),
+        TIMELINE_REQUESTS,
+        job_execution_id=obj.pk,
     )
-    holds = list(
-        models.RetentionRecord.objects.filter(
-            job_instance_id=obj.job_instance_id,
-            action__in=("HOLD", "RELEASE_HOLD"),
-            outcome="APPLIED",
-            changed=True,
-            applied_at__gte=obj.created_at,
-        ).order_by("-id")[:TIMELINE_HOLDS]
+    holds = applied_changes(
+        models.RetentionRecord,
+        ("HOLD", "RELEASE_HOLD"),
+        TIMELINE_HOLDS,
+        job_instance_id=obj.job_instance_id,
+        applied_at__gte=obj.created_at,
     )
     return CaseRecords(steps, decisions, requests, holds)
+
+
+def applied_changes(model: type[R], actions: tuple[str, ...], limit: int, **where: Any) -> list[R]:
+    """The newest audited requests of ``model`` among ``actions`` that were
+    applied and changed something (a no-op or a refusal is no event on a
+    timeline), narrowed by ``where``: at most ``limit``, newest first."""
+    return list(
+        model.objects.filter(action__in=actions, outcome="APPLIED", changed=True, **where).order_by(
+            "-id"
+        )[:limit]
+    )
 
 
 def timeline_steps(execution_id: int) -> list[models.StepExecution]:
@@ -68,14 +77,5 @@ def timeline_steps(execution_id: int) -> list[models.StepExecution]:
         models.StepExecution.objects.filter(job_execution_id=execution_id)
         .exclude(Exists(is_worker))
         .order_by("id")
-        .only(
-            "id",
-            "step_name",
-            "status",
-            "created_at",
-            "started_at",
-            "ended_at",
-            "last_activity_at",
-            "recovery_decision_id",
-        )[:TIMELINE_STEPS]
+        .only(*models.STEP_TIMELINE, "last_activity_at", "recovery_decision_id")[:TIMELINE_STEPS]
     )

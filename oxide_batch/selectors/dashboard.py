@@ -40,15 +40,7 @@ def step_timeline(job_execution_id: int) -> list[dict[str, Any]]:
         # The execution's status by the join: a step under a finished or UNKNOWN
         # execution is not "running" (one query still).
         .annotate(execution_status=F("job_execution__status"))
-        .values(
-            "id",
-            "step_name",
-            "status",
-            "created_at",
-            "started_at",
-            "ended_at",
-            "execution_status",
-        )
+        .values(*models.STEP_TIMELINE, "execution_status")
     )
     return [dict(row) for row in rows[:STEP_TIMELINE_MAX]]
 

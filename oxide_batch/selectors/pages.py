@@ -46,15 +46,7 @@ def flow_decisions(execution_id: int, *, limit: int) -> list[models.FlowDecision
     return list(
         models.FlowDecision.objects.filter(job_execution_id=execution_id)
         .order_by("sequence")
-        .only(
-            "id",
-            "sequence",
-            "source_node_id",
-            "kind",
-            "observed_outcome",
-            "target_node_id",
-            "terminal",
-        )[:limit]
+        .only("id", *models.FLOW_TRANSITION)[:limit]
     )
 
 

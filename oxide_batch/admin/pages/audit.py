@@ -110,12 +110,7 @@ class OperatorRequestAdmin(ReadOnlyAdmin):
     search_fields = ("=job_execution_id",)
     ordering = ("-requested_at", "-id")
     fields = (
-        "id",
-        "action",
-        "operation_id",
-        "actor",
-        "actor_user_id",
-        "reason_code",
+        *models.REQUEST_COLUMNS,
         "execution",
         "observed_version",
         "prior_status",
@@ -169,12 +164,7 @@ class RetentionRecordAdmin(ReadOnlyAdmin):
     search_fields = ("=job_instance_id",)
     ordering = ("-applied_at", "-id")
     fields = (
-        "id",
-        "action",
-        "operation_id",
-        "actor",
-        "actor_user_id",
-        "reason_code",
+        *models.REQUEST_COLUMNS,
         "instance",
         "outcome",
         "rejection_code",

@@ -1,5 +1,6 @@
 """What the console's inspection pages share: the short column names, the
-time and count cells, search by id or job name, the job-name filter."""
+time, count and status cells, search by id or job name, the job-name filter
+and the filter by a parent's id."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from oxide_batch.admin.base import (
     parse_id,
 )
 from oxide_batch.admin.display import (
+    badge,
     when,
 )
 from oxide_batch.selectors.job_names import JOB_NAMES_MAX, job_names
@@ -61,6 +63,19 @@ def counts_text(obj: Any) -> str:
     return ", ".join(f"{SHORT[c]} {getattr(obj, c)}" for c in COUNTS if getattr(obj, c)) or "0"
 
 
+class StatusColumns:
+    """The status (a badge, sortable) and the counters, as every page of rows
+    with a batch status and counts shows them (executions, steps, partitions)."""
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Any) -> SafeString:
+        return badge(obj.status)
+
+    @admin.display(description="counters")
+    def counts(self, obj: Any) -> str:
+        return counts_text(obj)
+
+
 class SearchByIdOrName:
     """``123`` → primary key; ``name=value`` → the instances whose visible
     parameter ``name`` has exactly that value (:mod:`oxide_batch.selectors.parameters`);
@@ -99,6 +114,23 @@ class SearchByIdOrName:
                 "(OXIDE_BATCH_VISIBLE_PARAMETERS), so the search is for a job of that exact name.",
             )
         return queryset.filter(**{self.name_field: term}), False
+
+
+class ParentFilter(admin.SimpleListFilter):
+    """The rows of one parent (an instance, an execution, a step), by the id a
+    detail page's "see all" link passes (``?execution=12``): that id is the one
+    choice; a value that is no id (:func:`parse_id`) filters nothing. A
+    subclass names the parameter and the ``field`` holding the parent's id."""
+
+    field: str
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{self.field: pk}) if (pk := parse_id(value)) else queryset
 
 
 class JobNameFilter(admin.SimpleListFilter):

@@ -15,29 +15,14 @@ from oxide_batch.admin.pages.steps import ExecutionFilter, StepExecutionAdmin
 
 @admin.register(models.FlowDecision)
 class FlowDecisionAdmin(ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "execution",
-        "sequence",
-        "source_node_id",
-        "kind",
-        "observed_outcome",
-        "target_node_id",
-        "terminal",
-        "decided",
-    )
+    list_display = ("id", "execution", *models.FLOW_TRANSITION, "decided")
     list_filter = ("kind", ExecutionFilter)
     search_fields = ("=id",)
     ordering = ("-id",)
     fields = (
         "id",
         "execution",
-        "sequence",
-        "source_node_id",
-        "kind",
-        "observed_outcome",
-        "target_node_id",
-        "terminal",
+        *models.FLOW_TRANSITION,
         "plan_fingerprint",
         "input_digest",
         "decided",

@@ -13,7 +13,7 @@ from django.db.models import (
     QuerySet,
 )
 from django.http import HttpRequest
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -25,9 +25,8 @@ from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
-    bounded,
     link,
-    parse_id,
+    linked_rows,
     table,
 )
 from oxide_batch.admin.dashboard import NO_CATEGORY, dashboard_view
@@ -47,7 +46,9 @@ from oxide_batch.admin.pages.common import (
     COUNTS,
     SHORT,
     JobNameFilter,
+    ParentFilter,
     SearchByIdOrName,
+    StatusColumns,
     counts_text,
     exit_code_tells,
 )
@@ -58,17 +59,10 @@ from oxide_batch.selectors.failures import FAILED_WITHIN
 from oxide_batch.selectors.unresolved import needs_attention_queryset
 
 
-class InstanceFilter(admin.SimpleListFilter):
+class InstanceFilter(ParentFilter):
     title = "instance"
     parameter_name = "instance"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        value = self.value()
-        return [(value, f"#{value}")] if value else []
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        return queryset.filter(job_instance_id=pk) if (pk := parse_id(value)) else queryset
+    field = "job_instance_id"
 
 
 class TriageFilter(admin.SimpleListFilter):
@@ -152,7 +146,7 @@ def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @admin.register(models.JobExecution)
-class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
+class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadOnlyAdmin):
     # What triage reads first comes first and stays on a phone's screen (status,
     # stale); owner, stop and what became of a failure share one "marks" cell;
     # the attempt and the creation time are under the job name (the list is in
@@ -239,17 +233,9 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
     def run_parameters(self, obj: Any) -> SafeString:
         return parameters(obj.instance_parameters)
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj: models.JobExecution) -> SafeString:
-        return badge(obj.status)
-
     @admin.display(description="duration")
     def took(self, obj: models.JobExecution) -> str:
         return duration(obj.started_at, obj.ended_at, obj.status)
-
-    @admin.display(description="counters")
-    def counts(self, obj: Any) -> str:
-        return counts_text(obj)
 
     @admin.display(description="job", ordering="job_name")
     def job(self, obj: Any) -> SafeString:
@@ -333,8 +319,7 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
 
     @admin.display(description="steps")
     def steps(self, obj: models.JobExecution) -> SafeString:
-        rows, more = bounded(pages.execution_steps(obj.pk, limit=LINKED_ROWS + 1))
-        return table(
+        return linked_rows(
             ("step", "status", "counts", "duration", "version"),
             (
                 (
@@ -344,16 +329,15 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                     duration(s.started_at, s.ended_at, s.status, parent_status=obj.status),
                     s.version,
                 )
-                for s in rows
+                for s in pages.execution_steps(obj.pk, limit=LINKED_ROWS + 1)
             ),
-            more=more,
-            more_url=reverse("admin:oxide_batch_stepexecution_changelist") + f"?execution={obj.pk}",
+            model="stepexecution",
+            query=f"execution={obj.pk}",
         )
 
     @admin.display(description="flow decisions")
     def flow_decisions(self, obj: models.JobExecution) -> SafeString:
-        rows, more = bounded(pages.flow_decisions(obj.pk, limit=LINKED_ROWS + 1))
-        return table(
+        return linked_rows(
             ("#", "from", "outcome", "kind", "to"),
             (
                 (
@@ -363,10 +347,10 @@ class JobExecutionAdmin(SearchByIdOrName, ExecutionActions, ReadOnlyAdmin):
                     d.kind,
                     d.target_node_id or d.terminal or "—",
                 )
-                for d in rows
+                for d in pages.flow_decisions(obj.pk, limit=LINKED_ROWS + 1)
             ),
-            more=more,
-            more_url=reverse("admin:oxide_batch_flowdecision_changelist") + f"?execution={obj.pk}",
+            model="flowdecision",
+            query=f"execution={obj.pk}",
         )
 
     @admin.display(description="operator audit")

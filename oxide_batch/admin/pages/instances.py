@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -17,9 +16,8 @@ from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
-    bounded,
     link,
-    table,
+    linked_rows,
 )
 from oxide_batch.admin.display import (
     badge,
@@ -76,8 +74,7 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
 
     @admin.display(description="attempts")
     def attempts(self, obj: models.JobInstance) -> SafeString:
-        rows, more = bounded(pages.attempts(obj.pk, limit=LINKED_ROWS + 1))
-        return table(
+        return linked_rows(
             ("attempt", "execution", "status", "created", "duration", "version"),
             (
                 (
@@ -88,10 +85,10 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
                     duration(e.started_at, e.ended_at, e.status),
                     e.version,
                 )
-                for e in rows
+                for e in pages.attempts(obj.pk, limit=LINKED_ROWS + 1)
             ),
-            more=more,
-            more_url=reverse("admin:oxide_batch_jobexecution_changelist") + f"?instance={obj.pk}",
+            model="jobexecution",
+            query=f"instance={obj.pk}",
         )
 
     @admin.display(description="actions")

@@ -11,7 +11,6 @@ from django.db.models import (
     QuerySet,
 )
 from django.http import HttpRequest
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -19,11 +18,9 @@ from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
-    bounded,
     can_view_payload,
     link,
-    parse_id,
-    table,
+    linked_rows,
 )
 from oxide_batch.admin.display import (
     badge,
@@ -31,7 +28,7 @@ from oxide_batch.admin.display import (
     recorded_by_decision,
 )
 from oxide_batch.admin.display import failure as render_failure
-from oxide_batch.admin.pages.common import counts_text
+from oxide_batch.admin.pages.common import ParentFilter, StatusColumns, counts_text
 from oxide_batch.admin.pages.executions import JobExecutionAdmin
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
@@ -39,28 +36,20 @@ from oxide_batch.selectors import console, pages
 from oxide_batch.services import bootstrap
 
 
-class ExecutionFilter(admin.SimpleListFilter):
+class ExecutionFilter(ParentFilter):
     title = "execution"
     parameter_name = "execution"
     field = "job_execution_id"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        value = self.value()
-        return [(value, f"#{value}")] if value else []
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        return queryset.filter(**{self.field: pk}) if (pk := parse_id(value)) else queryset
-
-
-class StepFilter(ExecutionFilter):
+class StepFilter(ParentFilter):
     title = "step"
     parameter_name = "step"
     field = "step_execution_id"
 
 
 @admin.register(models.StepExecution)
-class StepExecutionAdmin(ReadOnlyAdmin):
+class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
     list_display = ("id", "execution", "step_name", "status_badge", "took", "counts", "created")
     list_filter = ("status", "created_at", ExecutionFilter)
     search_fields = ("=id",)
@@ -87,8 +76,6 @@ class StepExecutionAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return console.step_list(super().get_queryset(request))
 
-    status_badge = JobExecutionAdmin.status_badge
-    counts = JobExecutionAdmin.counts
     created = JobExecutionAdmin.created
     started = JobExecutionAdmin.started
     ended = JobExecutionAdmin.ended
@@ -123,8 +110,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="partitions")
     def partitions(self, obj: models.StepExecution) -> SafeString:
-        rows, more = bounded(pages.partitions(obj.pk, limit=LINKED_ROWS + 1))
-        return table(
+        return linked_rows(
             ("#", "partition", "status", "counts", "version"),
             (
                 (
@@ -134,10 +120,10 @@ class StepExecutionAdmin(ReadOnlyAdmin):
                     counts_text(p),
                     p.version,
                 )
-                for p in rows
+                for p in pages.partitions(obj.pk, limit=LINKED_ROWS + 1)
             ),
-            more=more,
-            more_url=reverse("admin:oxide_batch_steppartition_changelist") + f"?step={obj.pk}",
+            model="steppartition",
+            query=f"step={obj.pk}",
         )
 
     def checkpoint_viewer_context(
@@ -198,7 +184,7 @@ class StepExecutionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(models.StepPartition)
-class StepPartitionAdmin(ReadOnlyAdmin):
+class StepPartitionAdmin(StatusColumns, ReadOnlyAdmin):
     list_display = (
         "id",
         "step",
@@ -226,9 +212,6 @@ class StepPartitionAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return console.partition_list(super().get_queryset(request))
-
-    status_badge = JobExecutionAdmin.status_badge
-    counts = JobExecutionAdmin.counts
 
     @admin.display(description="step")
     def step(self, obj: models.StepPartition) -> SafeString:

@@ -50,6 +50,16 @@ def carried_owner_token(data: dict[str, Any]) -> bytes | None:
         return parse_owner_token(raw)
 
 
+def carried_owner_field() -> OwnerTokenField:
+    """The owner token a runtime write may carry (:func:`carried_owner_token` reads it)."""
+    return OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+
+
+def optional_exit_code_field(help_text: str) -> NameField:
+    """An exit code a write may store with its change (:func:`optional_exit_code` reads it)."""
+    return NameField(NameKind.EXIT_CODE, required=False, allow_null=True, help_text=help_text)
+
+
 def optional_exit_code(data: dict[str, Any]) -> str | None:
     raw = data.get("exit_code")
     return None if raw is None else name("exit_code", NameKind.EXIT_CODE, raw)
@@ -63,7 +73,7 @@ class FailureInput(Input):
 class CarriesOwnerToken(Input):
     """A runtime write that may carry the owner token (its answer then has ``control``)."""
 
-    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+    owner_token = carried_owner_field()
 
     def owner_token_value(self) -> bytes | None:
         return carried_owner_token(self.validated_data)
@@ -74,13 +84,10 @@ class TransitionInput(Input):
     status = EnumField(BatchStatus)
     failure = FailureInput(required=False, allow_null=True)
     terminal_rollback = StrictBooleanField(required=False, default=False)
-    exit_code = NameField(
-        NameKind.EXIT_CODE,
-        required=False,
-        allow_null=True,
-        help_text="Stored by the same write (version + 1): no exit-status call needed.",
+    exit_code = optional_exit_code_field(
+        "Stored by the same write (version + 1): no exit-status call needed."
     )
-    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+    owner_token = carried_owner_field()
 
     def exit_code_value(self) -> str | None:
         return optional_exit_code(self.validated_data)
@@ -104,7 +111,7 @@ class TransitionInput(Input):
 class ExitStatusInput(Input):
     expected_version = StrictIntegerField()
     exit_code = NameField(NameKind.EXIT_CODE)
-    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+    owner_token = carried_owner_field()
 
     def owner_token_value(self) -> bytes | None:
         return carried_owner_token(self.validated_data)

@@ -11,19 +11,19 @@ from oxide_batch.api.fields import (
     EnvelopeField,
     InstantField,
     NameField,
-    OwnerTokenField,
     StrictBooleanField,
     StrictIntegerField,
 )
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
 from oxide_batch.api.serializers.executions import (
-    CARRIED_OWNER_HELP,
     CONTROL_HELP,
     CountsOutput,
     FailureOutput,
     WriteControlOutput,
+    carried_owner_field,
     carried_owner_token,
     optional_exit_code,
+    optional_exit_code_field,
 )
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
 from oxide_batch.domain.flow import MAX_START_LIMIT
@@ -36,18 +36,24 @@ STEP_START_STATUSES = (BatchStatus.STARTING, BatchStatus.STARTED)
 FINISH_STATUSES = (BatchStatus.COMPLETED,)
 
 
-class StepInput(Input):
-    step_name = NameField(NameKind.STEP)
-    status = serializers.ChoiceField(
-        choices=[status.value for status in STEP_START_STATUSES],
+def optional_status(statuses: tuple[BatchStatus, ...], help_text: str) -> serializers.ChoiceField:
+    """A status a write may ask for, one of ``statuses`` (absent or null: none)."""
+    return serializers.ChoiceField(
+        choices=[status.value for status in statuses],
         required=False,
         allow_null=True,
-        help_text=(
-            "STARTING (the default) or STARTED: created and started at once, in one "
-            "write (version 1); the answer then carries what the step took over."
-        ),
+        help_text=help_text,
     )
-    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+
+
+class StepInput(Input):
+    step_name = NameField(NameKind.STEP)
+    status = optional_status(
+        STEP_START_STATUSES,
+        "STARTING (the default) or STARTED: created and started at once, in one "
+        "write (version 1); the answer then carries what the step took over.",
+    )
+    owner_token = carried_owner_field()
     node_id = NameField(
         NameKind.NODE, required=False, help_text="Flow node; default: the step name."
     )
@@ -93,22 +99,13 @@ class ChunkInput(Input):
     counts = CountsInput(
         required=False, help_text="This chunk's deltas (each default 0, `committed` 1)."
     )
-    finish = serializers.ChoiceField(
-        choices=[status.value for status in FINISH_STATUSES],
-        required=False,
-        allow_null=True,
-        help_text=(
-            "COMPLETED: end the step with this chunk, in the same compare-and-swap "
-            "(version + 1); refused, nothing is written and the step stays STARTED."
-        ),
+    finish = optional_status(
+        FINISH_STATUSES,
+        "COMPLETED: end the step with this chunk, in the same compare-and-swap "
+        "(version + 1); refused, nothing is written and the step stays STARTED.",
     )
-    exit_code = NameField(
-        NameKind.EXIT_CODE,
-        required=False,
-        allow_null=True,
-        help_text="The step's exit code, stored by the same write.",
-    )
-    owner_token = OwnerTokenField(required=False, allow_null=True, help_text=CARRIED_OWNER_HELP)
+    exit_code = optional_exit_code_field("The step's exit code, stored by the same write.")
+    owner_token = carried_owner_field()
     checkpoint = EnvelopeField(
         required=False, allow_null=True, help_text="{schema, schema_version, payload}"
     )
