@@ -142,9 +142,13 @@ class ConfirmedActions:
     ) -> Any:
         if obj is not None:
             obj.console_request = request  # for action_links, rendered from the object
+            self.change_form_context(request, context, obj)
         return super().render_change_form(  # type: ignore[misc]
             request, context, add, change, form_url, obj
         )
+
+    def change_form_context(self, request: HttpRequest, context: dict[str, Any], obj: Any) -> None:
+        """What a page adds to its detail page's ``context`` for ``obj`` (nothing here)."""
 
     def get_urls(self) -> list[URLPattern]:
         urls: list[URLPattern] = super().get_urls()  # type: ignore[misc]

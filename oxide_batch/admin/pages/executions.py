@@ -206,21 +206,11 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         context = {**(extra_context or {}), "triage_links": triage_links(request)}
         return super().changelist_view(request, context)
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Any = None,
-    ) -> Any:
-        if obj is not None:
-            # One proposal read per page, for the case file and the actions field
-            # (rendered later, from the object: readonly fields see no request).
-            obj.console_proposal = casefile.proposal_for(obj)
-            context["case_file"] = casefile.render(request, obj, obj.console_proposal)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, context: dict[str, Any], obj: Any) -> None:
+        # One proposal read per page, for the case file and the actions field
+        # (rendered later, from the object: readonly fields see no request).
+        obj.console_proposal = casefile.proposal_for(obj)
+        context["case_file"] = casefile.render(request, obj, obj.console_proposal)
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(partial(dashboard_view, self.admin_site))
