@@ -63,7 +63,6 @@ def table(
     *,
     more: bool = False,
     more_url: str | None = None,
-    caption: str = "",
 ) -> SafeString:
     """A bounded HTML table (``more`` says rows were left off, with a link to all)."""
     head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in headers))
@@ -84,9 +83,7 @@ def table(
     if not body:
         return format_html("<p>{}</p>", "None.")
     return format_html(
-        '<table class="ob-linked"><caption>{}</caption><thead><tr>{}</tr></thead>'
-        "<tbody>{}</tbody></table>{}",
-        caption,
+        '<table class="ob-linked"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>{}',
         head,
         body,
         note,
