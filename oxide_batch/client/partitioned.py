@@ -74,12 +74,18 @@ def _plan(
 ) -> list[Partition]:
     """The previous attempt's plan carried into ``parent``, else a new one."""
     client, watch = run.client, run.watch
+    token = watch.owner_token
     if previous is not None and previous.job_execution_id != run.execution.id:
         try:
-            return watch.write(parent.id, lambda: client.restart_partitions(parent, previous))
+            return watch.write(
+                parent.id,
+                lambda: client.restart_partitions(parent, previous, owner_token=token),
+            )
         except RestartStateNotFound:
             pass  # the previous attempt died before it planned
-    return watch.write(parent.id, lambda: client.plan_partitions(parent, _entries(keys)))
+    return watch.write(
+        parent.id, lambda: client.plan_partitions(parent, _entries(keys), owner_token=token)
+    )
 
 
 def run_partitioned_step(
@@ -96,7 +102,9 @@ def run_partitioned_step(
     watch.observe()
     previous = client.latest_flow_step(run.instance.id, name)
     try:
-        created = watch.write(None, lambda: client.create_step(run.execution, name))
+        created = watch.write(
+            None, lambda: client.create_step(run.execution, name, owner_token=watch.owner_token)
+        )
     except NotRestartable as refused:
         # A restart skips a parent that COMPLETED (or was ABANDONED) earlier
         # (contract §2.3.2): its partitions are done; it is answered as it stands.
@@ -108,7 +116,9 @@ def run_partitioned_step(
         raise
     parent = watch.write(
         created.id,
-        lambda: client.transition_step(created, created.version, BatchStatus.STARTED),
+        lambda: client.transition_step(
+            created, created.version, BatchStatus.STARTED, owner_token=watch.owner_token
+        ),
     )
     partitions = _plan(run, parent, previous, keys)
     work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
@@ -116,7 +126,9 @@ def run_partitioned_step(
     if fenced is not None:
         raise fenced
     current = client.step(parent.id)
-    parent = watch.write(parent.id, lambda: client.aggregate(current, current.version))
+    parent = watch.write(
+        parent.id, lambda: client.aggregate(current, current.version, owner_token=watch.owner_token)
+    )
     if parent.status is BatchStatus.COMPLETED:
         return parent
     if parent.status is BatchStatus.STOPPED:
@@ -132,7 +144,9 @@ def _complete(run: JobRun, partition: Partition) -> None:
     assert worker_id is not None
     run.watch.write(
         worker_id,
-        lambda: run.client.complete_partition(partition, partition.version, worker_id),
+        lambda: run.client.complete_partition(
+            partition, partition.version, worker_id, owner_token=run.watch.owner_token
+        ),
     )
 
 
@@ -143,10 +157,16 @@ def _to_run(partition: Partition) -> bool:
 def _assign(run: JobRun, name: str, partition: Partition) -> PartitionWork:
     client, watch = run.client, run.watch
     step = watch.write(
-        None, lambda: client.create_step(run.execution, f"{name}:{partition.ordinal}")
+        None,
+        lambda: client.create_step(
+            run.execution, f"{name}:{partition.ordinal}", owner_token=watch.owner_token
+        ),
     )
     assigned = watch.write(
-        step.id, lambda: client.assign_partition(partition, partition.version, step)
+        step.id,
+        lambda: client.assign_partition(
+            partition, partition.version, step, owner_token=watch.owner_token
+        ),
     )
     return PartitionWork(watch, step, assigned)
 
@@ -184,19 +204,23 @@ def _settle_worker(run: JobRun, item: PartitionWork, error: BaseException | None
     """End a worker step its worker left active: STOPPED when the stop was seen
     as it started (before its step context was entered), else FAILED (a process
     that died, a start that failed); its partition can then be completed."""
-    client = run.client
+    client, token = run.client, run.watch.owner_token
     step = client.step(item.worker_step.id)
     if step.status.is_active and isinstance(error, StopRequested):
         if step.status is BatchStatus.STARTING:
             starting = step
             step = run.watch.write(
                 step.id,
-                lambda: client.transition_step(starting, starting.version, BatchStatus.STOPPING),
+                lambda: client.transition_step(
+                    starting, starting.version, BatchStatus.STOPPING, owner_token=token
+                ),
             )
         stopping = step
         run.watch.write(
             step.id,
-            lambda: client.transition_step(stopping, stopping.version, BatchStatus.STOPPED),
+            lambda: client.transition_step(
+                stopping, stopping.version, BatchStatus.STOPPED, owner_token=token
+            ),
         )
     elif step.status.is_active:
         failure = report_failure(
@@ -205,5 +229,7 @@ def _settle_worker(run: JobRun, item: PartitionWork, error: BaseException | None
         )
         run.watch.write(
             step.id,
-            lambda: client.transition_step(step, step.version, BatchStatus.FAILED, failure=failure),
+            lambda: client.transition_step(
+                step, step.version, BatchStatus.FAILED, failure=failure, owner_token=token
+            ),
         )

@@ -69,6 +69,11 @@ def _envelope(value: StateEnvelope | Mapping[str, Any] | None) -> Any:
     return None if value is None else dict(value)
 
 
+def _carrying(body: dict[str, Any], owner_token: bytes | None) -> dict[str, Any]:
+    """``body`` with the owner token a partition or flow write carries, if any."""
+    return body if owner_token is None else {**body, "owner_token": owner_token.hex()}
+
+
 def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
     if failure is None:
         return None
@@ -309,7 +314,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
                     "failure": _failure(failure),
                     "terminal_rollback": terminal_rollback,
                     "exit_code": exit_code,
-                    "owner_token": None if owner_token is None else owner_token.hex(),
+                    **_carrying({}, owner_token),
                 },
             )
             return parse_row(document)
@@ -381,6 +386,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         start_limit: int | None = None,
         allow_start_if_complete: bool = False,
         reconcile: bool = False,
+        owner_token: bytes | None = None,
     ) -> Step:
         """A new step (STARTING). In a restart attempt it takes over its earlier
         FAILED or STOPPED row; an earlier COMPLETED one is ``NotRestartable``
@@ -393,6 +399,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             "node_id": node_id,
             "start_limit": start_limit,
             "allow_start_if_complete": True if allow_start_if_complete else None,
+            **_carrying({}, owner_token),
         }
 
         def send() -> Step:
@@ -426,7 +433,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             "start_limit": start_limit,
             "allow_start_if_complete": True if allow_start_if_complete else None,
             "status": BatchStatus.STARTED.value,
-            "owner_token": None if owner_token is None else owner_token.hex(),
+            **_carrying({}, owner_token),
         }
 
         def send() -> StepState:
@@ -540,7 +547,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
                     "context": _envelope(context),
                     "finish": None if ending is None else ending.value,
                     "exit_code": exit_code,
-                    "owner_token": None if owner_token is None else owner_token.hex(),
+                    **_carrying({}, owner_token),
                 },
             )
             return Step.from_json(document)
@@ -561,9 +568,16 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     # -- partitions ------------------------------------------------------------------
 
     def plan_partitions(
-        self, step: Ref, entries: Sequence[PartitionPlanEntry | tuple[str, Any] | str]
+        self,
+        step: Ref,
+        entries: Sequence[PartitionPlanEntry | tuple[str, Any] | str],
+        *,
+        owner_token: bytes | None = None,
     ) -> list[Partition]:
-        """Create the step's plan; entries are keys, ``(key, context)`` or plan entries."""
+        """Create the step's plan; entries are keys, ``(key, context)`` or plan
+        entries. With ``owner_token`` (as every partition write below) a write
+        to an execution that recorded another token is refused
+        (``ExecutionOwned``) and nothing is written."""
         body = []
         for entry in entries:
             if isinstance(entry, PartitionPlanEntry):
@@ -576,7 +590,9 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             if context is not None:
                 item["context"] = _envelope(context)
             body.append(item)
-        _, document = self._post(f"steps/{_id(step)}/partitions", {"entries": body})
+        _, document = self._post(
+            f"steps/{_id(step)}/partitions", _carrying({"entries": body}, owner_token)
+        )
         return [Partition.from_json(item) for item in document["partitions"]]
 
     def partitions(self, step: Ref) -> list[Partition]:
@@ -584,38 +600,49 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         return [Partition.from_json(item) for item in document["partitions"]]
 
     def restart_partitions(
-        self, target_step: Ref, source_step: Ref | None = None
+        self, target_step: Ref, source_step: Ref | None = None, *, owner_token: bytes | None = None
     ) -> list[Partition]:
         """Carry an earlier attempt's plan into ``target_step``; without
         ``source_step`` the server takes the step ``target_step`` took over from
         (the newest of the same node in an earlier attempt)."""
         body = {} if source_step is None else {"source_step_execution_id": _id(source_step)}
-        _, document = self._post(f"steps/{_id(target_step)}/partitions/restart", body)
+        _, document = self._post(
+            f"steps/{_id(target_step)}/partitions/restart", _carrying(body, owner_token)
+        )
         return [Partition.from_json(item) for item in document["partitions"]]
 
     def assign_partition(
-        self, partition: int | Partition, expected_version: int, worker: Ref
+        self,
+        partition: int | Partition,
+        expected_version: int,
+        worker: Ref,
+        *,
+        owner_token: bytes | None = None,
     ) -> Partition:
         pk = partition if isinstance(partition, int) else partition.id
-        _, document = self._post(
-            f"partitions/{pk}/assign",
-            {"expected_version": expected_version, "worker_step_execution_id": _id(worker)},
-        )
+        body = {"expected_version": expected_version, "worker_step_execution_id": _id(worker)}
+        _, document = self._post(f"partitions/{pk}/assign", _carrying(body, owner_token))
         return Partition.from_json(document)
 
     def complete_partition(
-        self, partition: int | Partition, expected_version: int, worker: Ref
+        self,
+        partition: int | Partition,
+        expected_version: int,
+        worker: Ref,
+        *,
+        owner_token: bytes | None = None,
     ) -> Partition:
         pk = partition if isinstance(partition, int) else partition.id
-        _, document = self._post(
-            f"partitions/{pk}/complete",
-            {"expected_version": expected_version, "worker_step_execution_id": _id(worker)},
-        )
+        body = {"expected_version": expected_version, "worker_step_execution_id": _id(worker)}
+        _, document = self._post(f"partitions/{pk}/complete", _carrying(body, owner_token))
         return Partition.from_json(document)
 
-    def aggregate(self, step: Ref, expected_version: int) -> Step:
+    def aggregate(
+        self, step: Ref, expected_version: int, *, owner_token: bytes | None = None
+    ) -> Step:
         _, document = self._post(
-            f"steps/{_id(step)}/aggregate", {"expected_version": expected_version}
+            f"steps/{_id(step)}/aggregate",
+            _carrying({"expected_version": expected_version}, owner_token),
         )
         return Step.from_json(document)
 
@@ -642,10 +669,12 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         input_digest: str,
         source_step: Ref | None = None,
         reused_decision_id: int | None = None,
+        owner_token: bytes | None = None,
     ) -> FlowDecision:
         _, document = self._post(
             f"executions/{_id(execution)}/flow-decisions",
             {
+                **_carrying({}, owner_token),
                 "source_node_id": source_node_id,
                 "source_step_execution_id": None if source_step is None else _id(source_step),
                 "kind": FlowTransitionKind(kind).value,

@@ -33,6 +33,7 @@ from oxide_batch.client import (
     StopRequested,
 )
 from oxide_batch.client.partitioned import PartitionWork
+from oxide_batch.domain.errors import ExecutionOwned
 from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.repository import FixedClock
 from tests.client.conftest import ScriptedClient
@@ -146,6 +147,38 @@ def test_all_partitions_complete_and_the_parent_aggregates_their_counts(
         "load:2": S.COMPLETED,
         "load:3": S.COMPLETED,
     }
+
+    # Every write of the run carries the run's owner token, the partitions'
+    # included (plan, assignments, completions, aggregation).
+    owner = run.owner_token.hex()
+    posts = [(path, body) for method, path, body in runtime.sent if method == "POST"]
+    assert {path.rsplit("/", 1)[-1] for path, _ in posts} >= {
+        "partitions",
+        "assign",
+        "complete",
+        "aggregate",
+    }
+    assert [path for path, body in posts if body.get("owner_token") != owner] == []
+
+
+def test_a_partition_write_carrying_another_token_is_refused_and_writes_nothing(
+    runtime: ScriptedClient,
+) -> None:
+    stranger = bytes(16)
+    with runtime.job_run(JOB, PARAMETERS) as run:
+        step = runtime.create_step(run.execution, "load", owner_token=run.owner_token)
+        with pytest.raises(ExecutionOwned):
+            runtime.plan_partitions(step, KEYS, owner_token=stranger)
+        assert runtime.partitions(step) == []
+        (partition,) = runtime.plan_partitions(step, ["graz"], owner_token=run.owner_token)
+        worker = runtime.create_step(run.execution, "load:1", owner_token=run.owner_token)
+        with pytest.raises(ExecutionOwned):
+            runtime.assign_partition(partition, partition.version, worker, owner_token=stranger)
+        assert runtime.partitions(step)[0].worker_step_execution_id is None
+        with pytest.raises(ExecutionOwned):
+            runtime.aggregate(step, step.version, owner_token=stranger)
+        assert runtime.step(step.id).version == step.version
+        run.exit_code = "REFUSED_AS_EXPECTED"
 
 
 # ----------------------------------------------------------------------- failure
