@@ -93,6 +93,17 @@ class FailureSummary:
         validate_identifier(IdentifierKind.FAILURE, self.failure_id)
 
 
+def failed_at_after(
+    failed_at: datetime | None, status: BatchStatus, now: datetime
+) -> datetime | None:
+    """When an execution first failed, after a move to ``status`` at ``now``:
+    a move to FAILED records the instant once (a transition's or a
+    recovery's); a later move never changes it."""
+    if status is BatchStatus.FAILED and failed_at is None:
+        return now
+    return failed_at
+
+
 @functools.lru_cache(maxsize=1024)
 def _valid_exit_code(exit_code: str) -> str:
     """``validate_name`` of an exit code, remembered: exit codes are a small

@@ -41,9 +41,8 @@ from oxide_batch.repository.records import (
     JOB_EXECUTION_COLUMNS,
     STEP_EXECUTION_COLUMNS,
     Row,
-    changed_columns,
+    execution_columns,
     job_execution_from_row,
-    metadata_columns,
 )
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
@@ -289,7 +288,7 @@ class ControlOperations(UnitOfWorkBase):
                 execution.version,
                 LifecycleTransition(BatchStatus.STOPPING, at=now),
             )
-            written.update(changed_columns(row, metadata_columns(metadata, version, now)))
+            written.update(execution_columns(row, metadata, version, now))
         self._update(models.JobExecution, pk, written)
         row.update(written)
         control = ExecutionControl(execution_view_from_row(row), owner_matches, stop_requested)

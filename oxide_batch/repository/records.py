@@ -15,6 +15,7 @@ from oxide_batch.domain.execution import (
     JobExecution,
     JobInstance,
     StepExecution,
+    failed_at_after,
 )
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.recovery import RecoveryDecision
@@ -205,10 +206,13 @@ def execution_columns(
     """What a job execution's move writes: the columns that change, and
     ``failed_at`` the first time it moves to FAILED (a transition's or a
     recovery's)."""
-    written = changed_columns(row, metadata_columns(metadata, version, now))
-    if metadata.status is BatchStatus.FAILED and row["failed_at"] is None:
-        written["failed_at"] = now
-    return written
+    return changed_columns(
+        row,
+        {
+            **metadata_columns(metadata, version, now),
+            "failed_at": failed_at_after(row["failed_at"], metadata.status, now),
+        },
+    )
 
 
 def decision_from_row(row: Row) -> RecoveryDecision:

@@ -1,16 +1,20 @@
-"""Failure categories explained, and failure ids turned into links (contract §5.5)."""
+"""Failure categories explained, failure ids turned into links (contract §5.5),
+and when an execution first failed."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from oxide_batch.domain.execution import failed_at_after
 from oxide_batch.domain.failures import (
     FAILURE_HELP,
     failure_help,
     failure_url,
     validate_failure_url_template,
 )
-from oxide_batch.domain.status import FailureCategory
+from oxide_batch.domain.status import BatchStatus, FailureCategory
 
 
 def test_every_category_says_what_it_means_and_what_to_do():
@@ -80,3 +84,21 @@ def test_only_what_a_policy_may_retry_or_skip_is_policy_eligible():
     }
     assert not FailureCategory.UNKNOWN_COMMIT.is_policy_eligible
     assert not FailureCategory.STALE_RECOVERED.is_policy_eligible
+
+
+FIRST = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("failed_at", "status", "expected"),
+    [
+        (None, BatchStatus.FAILED, NOW),  # the first move to FAILED records it
+        (FIRST, BatchStatus.FAILED, FIRST),  # failing again keeps the first
+        (FIRST, BatchStatus.STARTING, FIRST),  # a restart's moves never clear it
+        (None, BatchStatus.COMPLETED, None),
+        (None, BatchStatus.ABANDONED, None),
+    ],
+)
+def test_failed_at_is_recorded_by_the_first_move_to_failed_only(failed_at, status, expected):
+    assert failed_at_after(failed_at, status, NOW) == expected

@@ -9,7 +9,12 @@ from typing import Any
 
 from oxide_batch.domain.errors import FaultStateCorrupt
 from oxide_batch.domain.evidence import ExecutionView
-from oxide_batch.domain.execution import JobExecution, JobInstance, StepExecution
+from oxide_batch.domain.execution import (
+    JobExecution,
+    JobInstance,
+    StepExecution,
+    failed_at_after,
+)
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.domain.recovery import RecoveryDecision
 from oxide_batch.domain.retention import RetentionHold, RetentionRecord
@@ -20,7 +25,6 @@ from oxide_batch.domain.state import (
     StoredStateCorrupt,
     load_stored,
 )
-from oxide_batch.domain.status import BatchStatus
 
 
 @dataclass(frozen=True)
@@ -40,9 +44,7 @@ class ExecutionRow:
     def with_execution(self, execution: JobExecution, now: datetime) -> ExecutionRow:
         """The row holding ``execution`` as written at ``now``: a move to FAILED
         records ``failed_at`` once, as the adapter's column."""
-        failed_at = self.failed_at
-        if execution.status is BatchStatus.FAILED and failed_at is None:
-            failed_at = now
+        failed_at = failed_at_after(self.failed_at, execution.status, now)
         return replace(self, execution=execution, failed_at=failed_at)
 
     def view(self, newest_step_write_at: datetime | None = None) -> ExecutionView:
