@@ -18,9 +18,11 @@ query-count test holds a page to its queries.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -28,13 +30,17 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+import oxide_batch
 from oxide_batch import models
 from tests.admin.test_actions import _confirm, _url
 from tests.api.support import Runtime, role_clients
 
 pytestmark = pytest.mark.django_db
 
-APP = "/oxide_batch/"
+# The app's own files, by the package's directory (not by a path fragment: a
+# checkout folder or a virtualenv may be called oxide_batch too).
+APP = str(Path(oxide_batch.__file__).resolve().parent) + os.sep
+MIGRATIONS = APP + "migrations" + os.sep
 # The walks' budgets: (files, modules on the path to SQL).
 RECOVER = (35, 13)
 TRANSITION = (37, 8)
@@ -42,9 +48,9 @@ TRANSITION = (37, 8)
 
 def _module(frame: FrameType) -> str | None:
     name = frame.f_code.co_filename
-    if APP not in name or "/migrations/" in name:
+    if not name.startswith(APP) or name.startswith(MIGRATIONS):
         return None
-    return name.rsplit(APP, 1)[1]
+    return name[len(APP) :]
 
 
 @dataclass
