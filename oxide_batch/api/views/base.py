@@ -129,7 +129,7 @@ class BatchView(ApiContract):
         (contract §2.5.2); with the ``owner_token`` the write
         carries, a write to an execution that recorded another is refused too,
         and the answer's ``control.owner_matches`` compares the two."""
-        return bootstrap.repository(deps.clock).begin(
+        return self.repository().begin(
             runtime_user_id=self.request.user.pk, owner_token=owner_token
         )
 
