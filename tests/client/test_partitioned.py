@@ -166,7 +166,10 @@ def test_a_partition_write_carrying_another_token_is_refused_and_writes_nothing(
 ) -> None:
     stranger = bytes(16)
     with runtime.job_run(JOB, PARAMETERS) as run:
-        step = runtime.create_step(run.execution, "load", owner_token=run.owner_token)
+        created = runtime.create_step(run.execution, "load", owner_token=run.owner_token)
+        step = runtime.transition_step(
+            created, created.version, S.STARTED, owner_token=run.owner_token
+        )
         with pytest.raises(ExecutionOwned):
             runtime.plan_partitions(step, KEYS, owner_token=stranger)
         assert runtime.partitions(step) == []
@@ -175,6 +178,12 @@ def test_a_partition_write_carrying_another_token_is_refused_and_writes_nothing(
         with pytest.raises(ExecutionOwned):
             runtime.assign_partition(partition, partition.version, worker, owner_token=stranger)
         assert runtime.partitions(step)[0].worker_step_execution_id is None
+        assigned = runtime.assign_partition(
+            partition, partition.version, worker, owner_token=run.owner_token
+        )
+        with pytest.raises(ExecutionOwned):
+            runtime.complete_partition(assigned, assigned.version, worker, owner_token=stranger)
+        assert runtime.partitions(step)[0].version == assigned.version
         with pytest.raises(ExecutionOwned):
             runtime.aggregate(step, step.version, owner_token=stranger)
         assert runtime.step(step.id).version == step.version
@@ -441,10 +450,15 @@ def test_a_restart_reruns_only_what_did_not_complete_from_its_own_checkpoint(
         offset = int(step.checkpoint["offset"]) if step.checkpoint else 0
         step.commit(read=10 - offset, written=10 - offset, checkpoint={"offset": 10})
 
+    runtime.sent.clear()
     with runtime.job_run(JOB, PARAMETERS) as run:
         assert run.restarted
         parent = run.partitioned_step("load", KEYS, second)
     assert calls.keys == ["lyon"]  # one worker: the partition that failed
+    owner = run.owner_token.hex()
+    posts = [(path, body) for method, path, body in runtime.sent if method == "POST"]
+    assert any(path.endswith("/partitions/restart") for path, _ in posts)  # the plan carried
+    assert [path for path, body in posts if body.get("owner_token") != owner] == []
     assert resumed_at == {"lyon": {"offset": 5}}  # its earlier worker's checkpoint
     assert parent.status is S.COMPLETED
     assert (parent.counts.read, parent.counts.written) == (30, 30)  # every row once

@@ -35,6 +35,13 @@ ON_BOTH = pytest.mark.django_db(transaction=True, databases=["default", ALIAS])
 T = TypeVar("T")
 
 
+def install_wiring(settings: Any) -> None:
+    """The replica's router and middleware, as the service installs them when
+    a replica is named (project/settings.py) and a host lists them."""
+    settings.DATABASE_ROUTERS = [REPLICA_ROUTER]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, REPLICA_MIDDLEWARE]
+
+
 @pytest.fixture(scope="module")
 def replica_server(django_db_setup: None) -> Iterator[Server]:
     with streaming_replica() as server:
@@ -61,9 +68,7 @@ def replica(
 ) -> Iterator[Server]:
     """The replica, named by the setting, caught up; replay resumed afterwards."""
     settings.OXIDE_BATCH_REPLICA_DATABASE = ALIAS
-    # What the service installs when a replica is named (project/settings.py).
-    settings.DATABASE_ROUTERS = [REPLICA_ROUTER]
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, REPLICA_MIDDLEWARE]
+    install_wiring(settings)
     settings.OXIDE_BATCH_REPLICA_LAG_NOTICE = "1s"
     forget_failures()
     caught_up(replica_server)

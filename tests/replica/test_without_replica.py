@@ -23,6 +23,7 @@ from oxide_batch.db.router import ReplicaRouter
 from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.roles import OPERATOR, ensure_roles
 from tests.helpers import key, launch, run_python
+from tests.replica.conftest import install_wiring
 
 pytestmark = pytest.mark.django_db
 
@@ -94,8 +95,7 @@ def test_the_service_without_a_replica_installs_neither(settings: Any) -> None:
 @pytest.fixture
 def installed(settings: Any) -> None:
     """A host that lists the router and the middleware but names no replica."""
-    settings.DATABASE_ROUTERS = [REPLICA_ROUTER]
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, REPLICA_MIDDLEWARE]
+    install_wiring(settings)
 
 
 @pytest.mark.parametrize("name", PAGES)
