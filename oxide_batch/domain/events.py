@@ -12,8 +12,9 @@ The port marks which facts each mutating operation records
 (``repository/port.py``, ``mutation(...)``); ``tests/repository/test_events_recorded.py``
 drives every marked operation and checks it.
 
-The facts about one row share a base that carries it (``ExecutionFact``,
-``StepFact``, ``PartitionFact``, ``PartitionPlanFact``, ``OperatorRecordFact``,
+The facts about one row share a base that carries it (``ExecutionFact``, and
+``ExecutionChange`` for a request recorded or found in force, ``StepFact``,
+``PartitionFact``, ``PartitionPlanFact``, ``OperatorRecordFact``,
 ``RetentionRecordFact``); a base is never recorded itself, and the observer
 subscribes to the concrete fact types (by exact type), not to a base.
 """
