@@ -22,15 +22,12 @@ shared history with its own time.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.core.cache.backends.db import DatabaseCache
-from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
-from oxide_batch.api.permissions import requires_operate
 from oxide_batch.conf import batch_settings
 
 THROTTLE_CACHE = "throttle"
@@ -51,7 +48,10 @@ def throttle_cache() -> BaseCache:
 
 
 class OperatorRateThrottle(UserRateThrottle):
-    """Per user, one allowance across every operator endpoint (scope ``operator``)."""
+    """Per user, one allowance across every operator endpoint (scope ``operator``).
+    The API's base view builds it only for a method that is an operator action
+    (:func:`oxide_batch.api.permissions.requires_operate`), so it counts every
+    request it sees."""
 
     scope = "operator"
 
@@ -63,8 +63,3 @@ class OperatorRateThrottle(UserRateThrottle):
     def get_rate(self) -> str | None:
         # Read per request (DRF's THROTTLE_RATES is frozen at import).
         return batch_settings.OPERATOR_THROTTLE_RATE
-
-    def allow_request(self, request: Request, view: Any) -> bool:
-        if not requires_operate(request, view):
-            return True
-        return bool(super().allow_request(request, view))

@@ -106,24 +106,30 @@ class StateEnvelope:
             raise InvalidEnvelope(kind=kind.value, reason="payload must be a JSON object")
         envelope = cls(schema, version, dict(payload))
         levels = 1 + depth(envelope.payload)
-        if levels > limits.max_depth:
-            raise InvalidEnvelope(
-                kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
-            )
+        # Depth first: a too deep payload is never serialized.
+        cls._shallow_enough(levels, kind, limits)
         try:
             data = envelope.canonical()
         except CanonicalJsonError as error:
             raise InvalidEnvelope(kind=kind.value, reason=str(error)) from None
-        envelope._within(data, levels, kind, limits)
+        cls._small_enough(data, kind, limits)
         object.__setattr__(envelope, "_measured", (data, levels))
         return envelope, data
 
     @staticmethod
     def _within(data: bytes, levels: int, kind: EnvelopeKind, limits: StateLimits) -> None:
+        StateEnvelope._shallow_enough(levels, kind, limits)
+        StateEnvelope._small_enough(data, kind, limits)
+
+    @staticmethod
+    def _shallow_enough(levels: int, kind: EnvelopeKind, limits: StateLimits) -> None:
         if levels > limits.max_depth:
             raise InvalidEnvelope(
                 kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
             )
+
+    @staticmethod
+    def _small_enough(data: bytes, kind: EnvelopeKind, limits: StateLimits) -> None:
         if len(data) > limits.max_bytes:
             raise InvalidEnvelope(kind=kind.value, reason=f"larger than {limits.max_bytes} bytes")
 
