@@ -4,7 +4,7 @@
 the services' narrower ``UnitOfWorkFactory[OperatorWork]`` and
 ``UnitOfWorkFactory[RetentionWork]``): its unit of work implements every
 Protocol of the port (``oxide_batch/repository/port.py``) —
-``tests/fakes/test_port.py`` compares each method's signature, and mypy
+``tests/repository/test_fake_port.py`` compares each method's signature, and mypy
 checks the assignments at the end of this module. Every rule comes from the
 domain (the lifecycle table, the fence, the recovery and stop rules, the flow
 plan and its start limits, the partition aggregate, the purge plan's
@@ -120,7 +120,7 @@ class FakeJobRepository:
 
 if TYPE_CHECKING:
     # mypy proves the fake satisfies the whole port, each Protocol in turn, and the
-    # narrower ones the services are typed against (tests/fakes/test_port.py
+    # narrower ones the services are typed against (tests/repository/test_fake_port.py
     # checks the signatures at run time).
     def _whole_port(uow: FakeUnitOfWork) -> UnitOfWork:
         return uow
