@@ -1,4 +1,5 @@
-"""An in-memory fake of the repository port, for the services' tests (decision 169).
+"""An in-memory fake of the repository port, for the services' tests and the
+contract tests (decisions 169, 230).
 
 ``FakeJobRepository`` satisfies ``UnitOfWorkFactory[UnitOfWork]`` (and so
 the services' narrower ``UnitOfWorkFactory[OperatorWork]`` and
@@ -7,8 +8,10 @@ Protocol of the port (``oxide_batch/repository/port.py``) —
 ``tests/repository/test_fake_port.py`` compares each method's signature, and mypy
 checks the assignments at the end of this module. Every rule comes from the
 domain (the lifecycle table, the fence, the recovery and stop rules, the flow
-plan and its start limits, the partition aggregate, the purge plan's
-staleness), so a rule changed there changes here too; what the fake owns is
+plan and the decision check, the partition plan and aggregate, the purge
+plan's staleness), so a rule changed there changes here too — but for a
+flow node's start limit (``flow.effective_start_limit``: the manifest's wins,
+a request may only lower it), which the domain does not name yet; what the fake owns is
 storage and the order of its checks, the adapter's. The behavioural contract
 tests (``@pytest.mark.contract`` in tests/repository/) run against it and
 the Django adapter alike.
