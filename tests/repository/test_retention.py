@@ -158,8 +158,8 @@ def build_instance(
     return instance.id
 
 
-def rows_of(repo: Repository, instance_id: int) -> dict[str, int]:
-    """Rows an instance owns, per kind (the fake's tables or the models')."""
+def rows_of(instance_id: int, repo: Repository | None = None) -> dict[str, int]:
+    """Rows an instance owns, per kind (the fake's tables, or the models')."""
     if isinstance(repo, FakeJobRepository):
         tables = repo.tables
         return {
@@ -186,7 +186,8 @@ def rows_of(repo: Repository, instance_id: int) -> dict[str, int]:
     }
 
 
-def audit_rows(repo: Repository) -> dict[str, int]:
+def audit_rows(repo: Repository | None = None) -> dict[str, int]:
+    """The audit rows of each kind (the fake's tables, or the models')."""
     if isinstance(repo, FakeJobRepository):
         tables = repo.tables
         return {
@@ -361,7 +362,7 @@ def test_survey_counts_every_kind_an_instance_owns(repo, clock):
     clock.advance(2 * DAY)
     plan = survey(repo, clock)
     assert plan.instance_ids == [instance_id]
-    assert plan.counts.as_dict() == rows_of(repo, instance_id)
+    assert plan.counts.as_dict() == rows_of(instance_id, repo)
     assert plan.counts == PurgeCounts(2, 4, 10, 2, 1)
 
 
@@ -449,7 +450,7 @@ def test_apply_deletes_exactly_the_candidates_and_everything_they_own(repo, cloc
     clock.advance(2 * DAY)
     kept_young = build_instance(repo, clock, "young", rich=True)
     kept_running = build_instance(repo, clock, "running", (S.FAILED, S.STARTED), rich=True)
-    survivors = {i: rows_of(repo, i) for i in (kept_held, kept_young, kept_running)}
+    survivors = {i: rows_of(i, repo) for i in (kept_held, kept_young, kept_running)}
     audit_before = audit_rows(repo)
     definitions = definition_count(repo)
     plan = survey(repo, clock)
@@ -459,8 +460,8 @@ def test_apply_deletes_exactly_the_candidates_and_everything_they_own(repo, cloc
 
     assert counts == plan.counts == PurgeCounts(4, 8, 20, 4, 2)
     for instance_id in doomed:
-        assert set(rows_of(repo, instance_id).values()) == {0}
-    assert {i: rows_of(repo, i) for i in survivors} == survivors
+        assert set(rows_of(instance_id, repo).values()) == {0}
+    assert {i: rows_of(i, repo) for i in survivors} == survivors
     assert audit_rows(repo) == audit_before
     assert definition_count(repo) == definitions
 
@@ -659,5 +660,5 @@ def test_the_audit_rows_outlive_a_purge(repo, clock):
     )
     clock.advance(2 * DAY)
     apply(repo, survey(repo, clock))
-    assert rows_of(repo, instance_id)["job_instances"] == 0
+    assert rows_of(instance_id, repo)["job_instances"] == 0
     assert models.RecoveryDecision.objects.filter(job_instance_id=instance_id).count() == 1
