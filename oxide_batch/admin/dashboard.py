@@ -26,6 +26,7 @@ from oxide_batch.admin.display import ago, badge, human, when
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 from oxide_batch.roles import VIEW_BATCH, perm
+from oxide_batch.selectors.console import owner_names
 from oxide_batch.selectors.dashboard import (
     CONSOLE_WINDOW_DAYS,
     executions_by_day,
@@ -34,7 +35,6 @@ from oxide_batch.selectors.dashboard import (
     partitioned_step_of,
     step_timeline,
 )
-from oxide_batch.selectors.console import owner_names
 from oxide_batch.selectors.failures import recent_failures_by_category
 from oxide_batch.selectors.unresolved import unresolved_executions
 

@@ -56,9 +56,9 @@ def owner_name() -> Subquery:
     outlives the account, and then this is ``None``)."""
     user_model: Any = get_user_model()
     return Subquery(
-        user_model.objects.filter(pk=OuterRef("owner_user_id")).values(
-            user_model.USERNAME_FIELD
-        )[:1]
+        user_model.objects.filter(pk=OuterRef("owner_user_id")).values(user_model.USERNAME_FIELD)[
+            :1
+        ]
     )
 
 

@@ -44,8 +44,8 @@ from oxide_batch.domain.errors import (
     OxideBatchError,
     Unavailable,
 )
-from oxide_batch.domain.failures import WATCHDOG_ACTOR_PREFIX
 from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
+from oxide_batch.domain.failures import WATCHDOG_ACTOR_PREFIX
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.selectors.unresolved import expired_lease_candidates
 from oxide_batch.services.audit import Actor, Outcome

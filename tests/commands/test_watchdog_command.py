@@ -8,7 +8,6 @@ watchdogs at once) runs in its own process in tests/client/test_watchdog.py."""
 from __future__ import annotations
 
 import logging
-
 from datetime import timedelta
 
 import pytest

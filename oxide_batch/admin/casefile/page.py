@@ -127,7 +127,7 @@ def _owner(obj: Any, now: datetime) -> SafeString:
 
 
 def claimant_of(obj: Any) -> SafeString:
-    """"claimed by user <name>" of a row of ``execution_list`` (its
+    """ "claimed by user <name>" of a row of ``execution_list`` (its
     ``owner_name``), or the id when the account is gone."""
     name = getattr(obj, "owner_name", None)
     if name:

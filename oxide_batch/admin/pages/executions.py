@@ -238,8 +238,9 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
 
     @admin.display(description="marks")
     def marks(self, obj: Any) -> SafeString:
-        """Owner recorded (the claimant's username), a stop requested (how long ago), and for a failure
-        what became of it — one cell, empty when there is nothing to say."""
+        """Owner recorded (the claimant's username), a stop requested (how
+        long ago), and for a failure what became of it — one cell, empty
+        when there is nothing to say."""
         now = timezone.now()
         parts: list[SafeString] = []
         if getattr(obj, "owner_recorded", False):
