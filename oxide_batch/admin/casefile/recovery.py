@@ -136,7 +136,7 @@ def _override(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> Saf
         return format_html("{}", "")
     return format_html(
         '<p><a class="button" href="{}">Recover #{} with an override…</a> <small>({})</small></p>',
-        action_url(recover, [obj.pk]),
+        action_url(recover, [obj.pk], override=True),
         obj.pk,
         "only if you know its worker is gone: the next page asks for a note, "
         "recorded on the decision",
