@@ -93,7 +93,7 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
         (
             (
                 e.at.isoformat(),
-                e.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                e.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
                 _ago(e.at, now),
                 e.text,
             )
