@@ -119,6 +119,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "title": "Batch dashboard",
         "as_of": _as_of(now),
         "stale_after": human(stale_after),
+        "lease_ttl": human(batch_settings.LEASE_TTL),
         "refresh_seconds": REFRESH_SECONDS if auto_refresh else None,
         "refresh_url": _query(request, refresh=str(REFRESH_SECONDS) if auto_refresh else None),
         "refresh_on_url": _query(request, refresh=str(REFRESH_SECONDS)),
