@@ -96,7 +96,11 @@ def test_an_unset_variable_is_refused_by_name(monkeypatch):
     assert "NO_SUCH_VAR" in error["message"]
 
 
-def test_a_weak_password_is_refused_with_the_validators_words(monkeypatch):
+def test_a_weak_password_is_refused_with_the_validators_words(monkeypatch, settings):
+    # The project's validators (a host project may configure none).
+    settings.AUTH_PASSWORD_VALIDATORS = [
+        {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"}
+    ]
     monkeypatch.setenv("CONSOLE_PASSWORD", "12345678")
     code, error = refused("ana", "--role", "operator", "--password-from-env", "CONSOLE_PASSWORD")
     assert (code, error["code"]) == (2, "password_invalid")
