@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from oxide_batch import models
@@ -18,6 +18,7 @@ from oxide_batch.services.audit import Actor
 from tests.helpers import key, launch, move, recover_as_proposed
 
 pytestmark = pytest.mark.django_db
+User = get_user_model()
 TTL = timedelta(seconds=30)
 
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
@@ -18,6 +18,7 @@ from oxide_batch.management.commands import _cli, batch_user
 from oxide_batch.roles import OPERATOR, VIEWER
 
 pytestmark = pytest.mark.django_db
+User = get_user_model()
 PASSWORD = "long-enough passphrase 42"
 
 
