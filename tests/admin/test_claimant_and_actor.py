@@ -54,6 +54,8 @@ def test_the_case_file_names_the_claimant_user(admin_client, repo, clock):
     execution = _claimed_running(repo, clock)
     case = _case(_page(admin_client, execution.id))
     assert "claimed by user <strong>worker-7</strong>" in case
+    # The recovery panel's marker names the user too: whose process to look for.
+    assert "a worker of user worker-7 claimed this execution. Make sure that process" in case
 
 
 def test_a_claimant_whose_account_is_gone_is_named_by_id(admin_client, repo, clock):
