@@ -1,6 +1,6 @@
 """``manage.py batch_user create NAME --role operator|viewer
 [--password-from-env VAR] [--json]``: a staff account that signs in to the
-console (issue 39) — in the role group ``batch-operator`` (reads, and the
+console (issue 39, contract §6.8) — in the role group ``batch-operator`` (reads, and the
 audited actions) or ``batch-viewer`` (reads only).
 
 The password is never an argument (it would sit in the shell's history and in
