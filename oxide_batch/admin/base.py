@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from django.urls import URLPattern, URLResolver, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -142,6 +142,20 @@ class NoEditsAdmin(_ModelAdmin):
         # Which page refused: the 403 page names this model's permission.
         callback.model_admin = self
         return URLPattern(pattern.pattern, callback, pattern.default_args, pattern.name)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        """The row, or ``Http404`` saying which id is no row — answered with
+        the console's 404 page (:func:`oxide_batch.admin_site.refusing`), where
+        Django's admin would redirect to its start page with a message."""
+        found = super().get_object(request, object_id, from_field)
+        if found is None:
+            raise Http404(
+                f"There is no {self.opts.verbose_name} #{object_id[:40]}: it never "
+                "existed, or it was purged."
+            )
+        return found
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -103,6 +103,29 @@ def test_the_paginator_says_more_than_the_cap(admin_client, demo, monkeypatch):
     assert b"More than 3 rows match" in page.content
 
 
+@pytest.mark.parametrize("query", ["", "?q=nightly_import"])
+def test_a_capped_list_never_names_the_cap_as_its_total(admin_client, demo, monkeypatch, query):
+    """Past the cap the rows were not counted: the header, the "select all"
+    link and the search's count say "more than N", as the note below does."""
+    from django.contrib import admin
+
+    from oxide_batch.admin.paginator import BoundedCountPaginator
+
+    monkeypatch.setattr(BoundedCountPaginator, "cap", 3)
+    monkeypatch.setattr(admin.site._registry[models.JobExecution], "list_per_page", 2)
+    url = reverse("admin:oxide_batch_jobexecution_changelist") + query
+    text = admin_client.get(url).content.decode()
+    assert "More than 3 rows match" in text
+    assert "3 job executions" not in text.replace("more than 3 job executions", "")
+    assert "Select all 3" not in text
+    assert "All 3 selected" not in text
+    assert "3 results" not in text.replace("more than 3 results", "")
+    assert "Select all matching job executions (more than 3)" in text
+    assert "more than 3 job executions" in text
+    if query:
+        assert "more than 3 results" in text
+
+
 @pytest.mark.parametrize(
     ("name", "query"),
     [
