@@ -265,6 +265,8 @@ KEYS = [
     ("a control character", "lo\x01ad", False),
     ("leading whitespace", " load", False),
     ("trailing whitespace", "load\u3000", False),
+    ("leading NEL (U+0085)", "\x85load", False),
+    ("trailing NEL (U+0085)", "load\x85", False),
     ("129 bytes", "x" * 129, False),
     ("130 bytes in 65 characters", "é" * 65, False),
 ]
