@@ -263,6 +263,30 @@ class BatchSettings:
         "OXIDE_BATCH_REPLICA_PIN", timedelta(seconds=15), _duration, "oxide_batch.E116"
     )
 
+    # Notifications (issue 41, docs/notifications.md): the Fernet keys that seal
+    # destinations (the first encrypts; empty: one derived from SECRET_KEY), the
+    # hosts a webhook may reach over plain http, the console's base URL a
+    # payload links to, and the delivery's retries.
+    NOTIFY_KEYS = AppSetting[tuple[str, ...]](
+        "OXIDE_BATCH_NOTIFY_KEYS", (), _names, "oxide_batch.E141"
+    )
+    WEBHOOK_HTTP_HOSTS = AppSetting[tuple[str, ...]](
+        "OXIDE_BATCH_WEBHOOK_HTTP_HOSTS", (), _names, "oxide_batch.E142"
+    )
+    CONSOLE_URL = AppSetting("OXIDE_BATCH_CONSOLE_URL", "", _text, "oxide_batch.E143")
+    NOTIFY_ATTEMPTS = AppSetting(
+        "OXIDE_BATCH_NOTIFY_ATTEMPTS", 8, _integer(1, 100), "oxide_batch.E144"
+    )
+    NOTIFY_BACKOFF = AppSetting(
+        "OXIDE_BATCH_NOTIFY_BACKOFF", timedelta(seconds=2), _duration, "oxide_batch.E145"
+    )
+    NOTIFY_BACKOFF_MAX = AppSetting(
+        "OXIDE_BATCH_NOTIFY_BACKOFF_MAX", timedelta(minutes=10), _duration, "oxide_batch.E146"
+    )
+    NOTIFY_TIMEOUT = AppSetting(
+        "OXIDE_BATCH_NOTIFY_TIMEOUT", timedelta(seconds=10), _duration, "oxide_batch.E147"
+    )
+
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
 

@@ -894,8 +894,10 @@ class NotificationDelivery(models.Model):
     every attempt; a claim is a lease (``claimed_until``) with its token."""
 
     id = models.BigAutoField(primary_key=True)
-    event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE, related_name="+")
-    rule = models.ForeignKey(NotificationRule, on_delete=models.CASCADE, related_name="+")
+    event = models.ForeignKey(
+        NotificationEvent, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    rule = models.ForeignKey(NotificationRule, on_delete=models.CASCADE, related_name="deliveries")
     webhook_id = models.CharField(max_length=40, unique=True)
     state = models.CharField(max_length=9, choices=[(s, s) for s in DELIVERY_STATES])
     attempts = models.IntegerField(default=0)
