@@ -101,7 +101,7 @@ def delivery_gauges(using: str = "default") -> DeliveryGauges:
         pending=Count("id", filter=Q(state="pending")),
         delivered=Count("id", filter=Q(state="delivered")),
         dead=Count("id", filter=Q(state="dead")),
-        attempts=Sum("attempts"),
+        attempts_total=Sum("attempts"),
         settled_attempted=Count("id", filter=Q(attempts__gt=0)),
         oldest_delivery=Min("event__occurred_at", filter=Q(state="pending")),
     )
@@ -116,7 +116,7 @@ def delivery_gauges(using: str = "default") -> DeliveryGauges:
         pending=totals["pending"],
         delivered=totals["delivered"],
         dead=totals["dead"],
-        retried=max(0, (totals["attempts"] or 0) - totals["settled_attempted"]),
+        retried=max(0, (totals["attempts_total"] or 0) - totals["settled_attempted"]),
         undispatched=events["undispatched"],
         oldest_pending_at=min(oldest) if oldest else None,
     )
