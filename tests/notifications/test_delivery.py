@@ -287,3 +287,26 @@ def test_the_test_action_sends_a_signed_message_and_is_audited(repo, clock) -> N
     assert request.verified
     assert request.json()["type"] == "notification.test"
     assert models.NotificationRuleChange.objects.filter(action="TEST").count() == 1
+
+
+def test_metrics_show_the_notifier_gauges(repo, clock) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from oxide_batch.observability import metrics
+    from oxide_batch.observability.notify_metrics import NOTIFY_GAUGES
+
+    with receiving(behaviour=lambda n, r: (500, {}, 0.0)) as receiver:
+        rule("hook", webhook=receiver.url)
+        failed_run(repo, clock)
+        notifier(clock).run_pass()
+    NOTIFY_GAUGES.invalidate()
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        for sample in family.samples
+        if sample.name.startswith("oxide_batch_notify_")
+    }
+    assert samples[("oxide_batch_notify_deliveries", (("state", "pending"),))] == 1
+    assert samples[("oxide_batch_notify_deliveries", (("state", "dead"),))] == 0
+    assert samples[("oxide_batch_notify_undispatched_events", ())] == 0
+    assert samples[("oxide_batch_notify_oldest_pending_seconds", ())] > 0
