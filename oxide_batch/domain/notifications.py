@@ -5,7 +5,7 @@ COMPLETED, ABANDONED, or a recovery) is told by one event, written in the
 transaction of the change (:func:`outbox_drafts` reads the facts the operation
 recorded, ``domain/events.py``). Rules are matched at delivery, never here.
 
-The payload has the Standard Webhooks shape (SPEC §12): ``{"type",
+The payload has the Standard Webhooks shape (docs/notifications.md): ``{"type",
 "timestamp", "data": {"job_name", "job_instance_id", "job_execution_id",
 "status", "url", …}}`` (:func:`payload`).
 """
@@ -32,7 +32,7 @@ class EventKind(enum.StrEnum):
     EXECUTION_STOPPED = "execution.stopped"
     EXECUTION_ABANDONED = "execution.abandoned"
     EXECUTION_COMPLETED = "execution.completed"
-    # Named by SPEC §12; not raised yet (issue 41 points 4 and 5, the marker, the purge).
+    # Named by the notification kinds (docs/notifications.md); not raised yet (issue 41 points 4 and 5, the marker, the purge).
     EXECUTION_LOST_WRITE = "execution.lost_write"
     EXECUTION_OVERDUE = "execution.overdue"
     JOB_MISSING = "job.missing"
@@ -133,7 +133,7 @@ def payload(
     url: str,
     data: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The Standard Webhooks document of one event (SPEC §12)."""
+    """The Standard Webhooks document of one event (docs/notifications.md)."""
     return {
         "type": kind,
         "timestamp": instant_text(occurred_at),

@@ -1,5 +1,5 @@
 """``manage.py batch_notifications add|list|disable|enable|remove|test|rotate``:
-who hears what (issue 41, SPEC §12, docs/notifications.md).
+who hears what (issue 41, docs/notifications.md).
 
 ``add --name N --jobs GLOB[,GLOB…] --events K1,K2 (--webhook URL [--secret
 whsec_…] [--format standard|slack] | --email ADDR,…)``: without ``--secret`` a
