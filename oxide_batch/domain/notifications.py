@@ -32,7 +32,7 @@ class EventKind(enum.StrEnum):
     EXECUTION_STOPPED = "execution.stopped"
     EXECUTION_ABANDONED = "execution.abandoned"
     EXECUTION_COMPLETED = "execution.completed"
-    # Named by the notification kinds (docs/notifications.md); not raised yet (issue 41 points 4 and 5, the marker, the purge).
+    # Accepted in rules, not raised yet (issue 41 points 4 and 5, the marker, the purge).
     EXECUTION_LOST_WRITE = "execution.lost_write"
     EXECUTION_OVERDUE = "execution.overdue"
     JOB_MISSING = "job.missing"

@@ -39,7 +39,7 @@ from oxide_batch.services import notify_keys
 from oxide_batch.services.notify_send import Attempt, execution_url, send
 
 RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-SECRET_PREFIX = "whsec_"
+SECRET_PREFIX = "whsec_"  # nosec B105 # the Standard Webhooks prefix, not a secret
 MAX_ADDRESSES = 20
 
 
