@@ -310,3 +310,29 @@ def test_metrics_show_the_notifier_gauges(repo, clock) -> None:
     assert samples[("oxide_batch_notify_deliveries", (("state", "dead"),))] == 0
     assert samples[("oxide_batch_notify_undispatched_events", ())] == 0
     assert samples[("oxide_batch_notify_oldest_pending_seconds", ())] > 0
+
+
+def test_the_watchdogs_recovery_reaches_the_webhook_with_the_link(repo, clock) -> None:
+    """In process (the real-process version, with a SIGKILLed worker, is not
+    written yet): a lease expires, the watchdog's pass recovers, the notifier's
+    pass delivers "recovered by the watchdog" with the case file's link."""
+    from oxide_batch.services import bootstrap
+    from tests.services.test_watchdog import TTL, owned_running, watchdog
+
+    with receiving() as receiver:
+        receiver.secret = rule("hook", events="execution.recovered", webhook=receiver.url)
+        execution = owned_running(repo, clock, "killed")
+        clock.advance(TTL + timedelta(milliseconds=1))
+        service = bootstrap.operator_service(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)
+        watchdog(service).run_pass()
+        assert notifier(clock).run_pass().delivered == 1
+    (request,) = receiver.received
+    assert request.verified
+    data = request.json()["data"]
+    assert request.json()["type"] == "execution.recovered"
+    assert (data["by"], data["status"], data["job_execution_id"]) == (
+        "watchdog",
+        "FAILED",
+        execution.id,
+    )
+    assert data["url"].endswith(f"/jobexecution/{execution.id}/change/")
