@@ -192,6 +192,18 @@ class NotificationRuleNotFound(NotFound):
         return f"notification rule {self.name!r} not found"
 
 
+@dataclass(eq=False)
+class NotificationDeliveryNotDead(NotFound):
+    """Only a dead delivery is delivered again."""
+
+    code: ClassVar[str] = "notification_delivery_not_dead"
+    id: int
+
+    @property
+    def message(self) -> str:
+        return f"no dead notification delivery {self.id}"
+
+
 def parse_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
     """Known event kinds, duplicates dropped in their order (at least one)."""
     found: list[str] = []

@@ -120,3 +120,41 @@ def delivery_gauges(using: str = "default") -> DeliveryGauges:
         undispatched=events["undispatched"],
         oldest_pending_at=min(oldest) if oldest else None,
     )
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    id: int
+    webhook_id: str
+    rule: str
+    kind: str
+    job_name: str
+    job_execution_id: int | None
+    state: str
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str
+
+
+def deliveries(
+    *, state: str | None = None, limit: int = 100, using: str = "default"
+) -> list[DeliveryView]:
+    """The newest deliveries (of ``state``), with their rule and event (one query)."""
+    rows = models.NotificationDelivery.objects.using(using).select_related("rule", "event")
+    if state is not None:
+        rows = rows.filter(state=state)
+    return [
+        DeliveryView(
+            id=row.pk,
+            webhook_id=row.webhook_id,
+            rule=row.rule.name,
+            kind=row.event.kind,
+            job_name=row.event.job_name,
+            job_execution_id=row.event.job_execution_id,
+            state=row.state,
+            attempts=row.attempts,
+            next_attempt_at=row.next_attempt_at,
+            last_error=row.last_error,
+        )
+        for row in rows.order_by("-id")[:limit]
+    ]

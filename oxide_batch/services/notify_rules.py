@@ -28,6 +28,7 @@ from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.jobscope import validate_patterns
 from oxide_batch.domain.notifications import (
     Destination,
+    NotificationDeliveryNotDead,
     NotificationRuleInvalid,
     NotificationRuleNotFound,
     parse_kinds,
@@ -225,6 +226,12 @@ class NotificationRules:
             self.using, name, by=by, now=now, outcome=f"{attempt.verdict}: {attempt.detail}"
         )
         return attempt
+
+    def redeliver(self, delivery_id: int, *, by: store.ChangeBy) -> None:
+        """A dead delivery pending again from its first attempt (audited);
+        ``NotificationDeliveryNotDead`` when it is not dead (or not there)."""
+        if not store.redeliver(self.using, delivery_id, by=by, now=self.clock.now()):
+            raise NotificationDeliveryNotDead(id=delivery_id)
 
     def rotate(self, *, by: store.ChangeBy) -> int:
         return store.reseal_rules(self.using, notify_keys.reseal, by=by, now=self.clock.now())

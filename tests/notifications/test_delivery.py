@@ -336,3 +336,23 @@ def test_the_watchdogs_recovery_reaches_the_webhook_with_the_link(repo, clock) -
         execution.id,
     )
     assert data["url"].endswith(f"/jobexecution/{execution.id}/change/")
+
+
+def test_dead_deliveries_are_listed_with_their_error_and_redelivered_audited(repo, clock):
+    with receiving(behaviour=lambda n, r: (410, {}, 0.0)) as receiver:
+        rule("hook", webhook=receiver.url)
+        failed_run(repo, clock)
+        notifier(clock).run_pass()
+    out = io.StringIO()
+    call_command("batch_notifications", "deliveries", "--state", "dead", "--json", stdout=out)
+    (dead,) = json.loads(out.getvalue())["deliveries"]
+    assert (dead["state"], dead["last_error"], dead["rule"]) == ("dead", "HTTP 410", "hook")
+    call_command("batch_notifications", "redeliver", str(dead["id"]), stdout=io.StringIO())
+    assert models.NotificationDelivery.objects.get().state == "pending"
+    assert models.NotificationRuleChange.objects.filter(action="REDELIVER").count() == 1
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        call_command("batch_notifications", "redeliver", str(dead["id"]), stdout=io.StringIO())
+    assert refused.value.returncode == 4
+    assert "notification_delivery_not_dead" in str(refused.value)

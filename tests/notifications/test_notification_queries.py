@@ -9,7 +9,12 @@ from django.test.utils import CaptureQueriesContext
 
 from oxide_batch.domain import BatchStatus
 from oxide_batch.repository.notifications import ChangeBy
-from oxide_batch.selectors.notifications import delivery_gauges, enabled_rules, rules
+from oxide_batch.selectors.notifications import (
+    deliveries,
+    delivery_gauges,
+    enabled_rules,
+    rules,
+)
 from oxide_batch.services.notifier import Notifier
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 from tests.helpers import key, launch, move
@@ -48,6 +53,11 @@ def test_the_reads_are_one_query_each_and_the_gauges_two(busy) -> None:
     assert queries(rules) == 1
     assert queries(enabled_rules) == 1
     assert queries(delivery_gauges) == 2
+
+
+def test_the_deliveries_list_is_one_query(busy, clock) -> None:
+    Notifier(clock=clock).run_pass()
+    assert queries(lambda: deliveries(state="pending")) == 1
 
 
 def test_a_notifiers_pass_is_a_fixed_number_of_statements_plus_one_per_outcome(busy, clock):

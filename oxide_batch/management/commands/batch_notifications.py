@@ -1,4 +1,5 @@
-"""``manage.py batch_notifications add|list|disable|enable|remove|test|rotate``:
+"""``manage.py batch_notifications ACTION``: add, list, disable, enable, remove, test,
+rotate, deliveries, redeliver —
 who hears what (issue 41, docs/notifications.md).
 
 ``add --name N --jobs GLOB[,GLOB…] --events K1,K2 (--webhook URL [--secret
@@ -15,15 +16,31 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.notifications import EventKind
 from oxide_batch.management.commands._cli import OxideCommand
 from oxide_batch.repository.notifications import ChangeBy
-from oxide_batch.selectors.notifications import rules
+from oxide_batch.selectors.notifications import DeliveryView, deliveries, rules
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 
 
 def _list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _delivery_json(view: DeliveryView) -> dict[str, Any]:
+    return {
+        "id": view.id,
+        "webhook_id": view.webhook_id,
+        "rule": view.rule,
+        "kind": view.kind,
+        "job_name": view.job_name,
+        "job_execution_id": view.job_execution_id,
+        "state": view.state,
+        "attempts": view.attempts,
+        "next_attempt_at": instant_text(view.next_attempt_at),
+        "last_error": view.last_error,
+    }
 
 
 class Command(OxideCommand):
@@ -52,14 +69,18 @@ class Command(OxideCommand):
         for subparser in named:
             subparser.add_argument("name")
         rotate = actions.add_parser("rotate", help="seal every destination under the first key")
-        for subparser in (add, listing, rotate, *named):
+        shown = actions.add_parser("deliveries", help="the newest deliveries, with their errors")
+        shown.add_argument("--state", choices=("pending", "delivered", "dead"))
+        again = actions.add_parser("redeliver", help="attempt a dead delivery again (audited)")
+        again.add_argument("delivery", type=int, metavar="DELIVERY_ID")
+        for subparser in (add, listing, rotate, shown, again, *named):
             subparser.add_argument("--json", action="store_true", help="print one JSON object")
-            if subparser is not listing:
+            if subparser not in (listing, shown):
                 subparser.add_argument("--actor", help="the audit's actor (default cli:<login>)")
             self.json_usage_errors(subparser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.read_only = options["action"] == "list"
+        self.read_only = options["action"] in ("list", "deliveries")
         self.verbosity = int(options["verbosity"])
         super().handle(*args, **options)
 
@@ -67,6 +88,8 @@ class Command(OxideCommand):
         self.action = action = options["action"]
         if action == "list":
             return {"rules": [self._rule_json(view) for view in rules()]}
+        if action == "deliveries":
+            return {"deliveries": [_delivery_json(d) for d in deliveries(state=options["state"])]}
         actor = self.actor(options)
         by = ChangeBy(actor.reference, actor.user_id)
         service = NotificationRules()
@@ -91,6 +114,9 @@ class Command(OxideCommand):
             }
         if action == "rotate":
             return {"resealed": service.rotate(by=by)}
+        if action == "redeliver":
+            service.redeliver(options["delivery"], by=by)
+            return {"delivery": options["delivery"], "state": "pending"}
         name = options["name"]
         if action == "test":
             attempt = service.test(name, by=by)
@@ -133,6 +159,17 @@ class Command(OxideCommand):
             self.stdout.write(
                 f"test of {document['name']}: {document['outcome']} ({document['detail']})"
             )
+        elif self.action == "deliveries":
+            if not document["deliveries"]:
+                self.stdout.write("no deliveries")
+            for d in document["deliveries"]:
+                error = f"  last error: {d['last_error']}" if d["last_error"] else ""
+                self.stdout.write(
+                    f"{d['id']:>8} {d['state']:<9} {d['rule']:<16} {d['kind']:<22} "
+                    f"{d['job_name']} #{d['job_execution_id']}  attempts {d['attempts']}{error}"
+                )
+        elif self.action == "redeliver":
+            self.stdout.write(f"delivery {document['delivery']}: pending again")
         elif self.action == "rotate":
             self.stdout.write(f"{document['resealed']} destinations sealed under the first key")
         else:
