@@ -282,6 +282,9 @@ class JobExecution(ExecutionFields):
     # When it became FAILED (a runtime's transition or a recovery), kept when an
     # abandon follows: a failure that happened stays a fact of the history.
     failed_at = models.DateTimeField(null=True, blank=True)
+    # When it moved to STOPPING (the runtime acknowledged a stop), kept after it
+    # stopped: the case file's timeline shows STARTED → STOPPING → STOPPED.
+    stopping_at = models.DateTimeField(null=True, blank=True)
     # A write refused because its expected version was ahead of this row's (a
     # lost acknowledged write, e.g. after a failover): when, and the versions.
     # It counts as the unknown-commit marker until an operator decides.

@@ -104,6 +104,17 @@ def failed_at_after(
     return failed_at
 
 
+def stopping_at_after(
+    stopping_at: datetime | None, status: BatchStatus, now: datetime
+) -> datetime | None:
+    """When an execution began stopping, after a move to ``status`` at ``now``:
+    the move to STOPPING (the runtime's acknowledgement of a stop) records the
+    instant once, so a STOPPED execution's timeline still shows it."""
+    if status is BatchStatus.STOPPING and stopping_at is None:
+        return now
+    return stopping_at
+
+
 @functools.lru_cache(maxsize=1024)
 def _valid_exit_code(exit_code: str) -> str:
     """``validate_name`` of an exit code, remembered: exit codes are a small

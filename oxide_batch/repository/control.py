@@ -48,7 +48,7 @@ from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
 #: The execution's columns a recovery writes from (``recover_job_execution``).
-RECOVERY_EXECUTION_COLUMNS = (*JOB_EXECUTION_COLUMNS, "failed_at")
+RECOVERY_EXECUTION_COLUMNS = (*JOB_EXECUTION_COLUMNS, "failed_at", "stopping_at")
 EVIDENCE_COLUMNS = (
     "id",
     "status",

@@ -16,6 +16,7 @@ from oxide_batch.domain.execution import (
     JobInstance,
     StepExecution,
     failed_at_after,
+    stopping_at_after,
 )
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.recovery import RecoveryDecision
@@ -61,6 +62,7 @@ CONTROL_COLUMNS = (
     "last_observed_at",
     "last_activity_at",
     "failed_at",
+    "stopping_at",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
@@ -203,14 +205,15 @@ def changed_columns(before: Row, after: Mapping[str, Any]) -> dict[str, Any]:
 def execution_columns(
     row: Row, metadata: ExecutionMetadata, version: int, now: datetime
 ) -> dict[str, Any]:
-    """What a job execution's move writes: the columns that change, and
+    """What a job execution's move writes: the columns that change,
     ``failed_at`` the first time it moves to FAILED (a transition's or a
-    recovery's)."""
+    recovery's) and ``stopping_at`` the first time it moves to STOPPING."""
     return changed_columns(
         row,
         {
             **metadata_columns(metadata, version, now),
             "failed_at": failed_at_after(row["failed_at"], metadata.status, now),
+            "stopping_at": stopping_at_after(row["stopping_at"], metadata.status, now),
         },
     )
 

@@ -180,13 +180,24 @@ def test_a_viewer_is_offered_no_hold_on_an_instance(viewer_client, demo):
     assert "/act/release/" not in page
 
 
-def test_a_stopping_executions_timeline_says_started_to_stopping(admin_client, demo, repo, clock):
-    """The runtime's move to STOPPING is told (its time is not recorded, and
-    the line says so) — issue 39."""
-    stopping = launch(repo, key(run="stopping"))
-    stopping = move(repo, stopping, BatchStatus.STARTED, BatchStatus.STOPPING, clock=clock)
-    html = _page(admin_client, stopping.id)
+@pytest.mark.parametrize("end", [(), (BatchStatus.STOPPED,)], ids=["stopping", "stopped"])
+def test_a_stopped_executions_timeline_says_started_to_stopping_and_when(
+    admin_client, demo, repo, clock, end
+):
+    """The runtime's move to STOPPING is recorded once (``stopping_at``) and
+    told at its time, while it stops and after it stopped — issue 39."""
+    execution = launch(repo, key(run="stopping"))
+    execution = move(repo, execution, BatchStatus.STARTED, BatchStatus.STOPPING, clock=clock)
+    acknowledged = clock.now()
+    execution = move(repo, execution, *end, clock=clock)
+    assert models.JobExecution.objects.get(pk=execution.id).stopping_at == acknowledged
+    html = _page(admin_client, execution.id)
     timeline = html.split('class="ob-timeline"', 1)[1].split("</ol>", 1)[0]
-    assert "<strong>now</strong> — STARTED → " in timeline
-    assert ">STOPPING</span> — the runtime is stopping" in timeline
-    assert "the time of that move is not recorded" in timeline
+    line = next(item for item in timeline.split("<li>") if "acknowledged the stop" in item)
+    assert acknowledged.strftime("%Y-%m-%d %H:%M:%S UTC") in line
+    assert "STARTED → " in line
+    assert ">STOPPING</span>" in line
+    if end:
+        assert "<strong>now</strong>" not in timeline
+    else:
+        assert ">STOPPING</span> — the runtime is stopping; still active" in timeline

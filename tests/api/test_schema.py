@@ -198,7 +198,7 @@ def test_the_migrations_create_the_roles_the_api_checks(db: None) -> None:
 
     groups = importlib.import_module("oxide_batch.migrations.0009_api_groups")
     actions = importlib.import_module("oxide_batch.migrations.0013_operator_action_permissions")
-    notify = importlib.import_module("oxide_batch.migrations.0022_i41_notifications")
+    notify = importlib.import_module("oxide_batch.migrations.0022_notifications")
     legacy = {"operate_batch"}
     migrated = {
         **{code: name for code, name in groups.PERMISSIONS.items() if code not in legacy},

@@ -15,6 +15,7 @@ from oxide_batch.domain.execution import (
     JobInstance,
     StepExecution,
     failed_at_after,
+    stopping_at_after,
 )
 from oxide_batch.domain.flow import FlowDecision
 from oxide_batch.domain.operator import OperatorRecord
@@ -42,13 +43,19 @@ class ExecutionRow:
     owner_user_id: int | None = None
     last_observed_at: datetime | None = None
     failed_at: datetime | None = None
+    stopping_at: datetime | None = None
     lost_write: bool = False
 
     def with_execution(self, execution: JobExecution, now: datetime) -> ExecutionRow:
         """The row holding ``execution`` as written at ``now``: a move to FAILED
-        records ``failed_at`` once, as the adapter's column."""
-        failed_at = failed_at_after(self.failed_at, execution.status, now)
-        return replace(self, execution=execution, failed_at=failed_at)
+        records ``failed_at`` once, a move to STOPPING ``stopping_at``, as the
+        adapter's columns."""
+        return replace(
+            self,
+            execution=execution,
+            failed_at=failed_at_after(self.failed_at, execution.status, now),
+            stopping_at=stopping_at_after(self.stopping_at, execution.status, now),
+        )
 
     def view(self, newest_step_write_at: datetime | None = None) -> ExecutionView:
         return ExecutionView(

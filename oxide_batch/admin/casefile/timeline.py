@@ -42,6 +42,8 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
         events.append(Event(obj.started_at, format_html("{}", "execution started")))
     for s in steps:
         events.extend(_step_events(s))
+    if obj.stopping_at:
+        events.append(Event(obj.stopping_at, _stopping_text(obj)))
     if obj.last_observed_at:
         events.append(Event(obj.last_observed_at, format_html("{}", "owner last observed")))
     events.extend(_decision_event(d) for d in decisions)
@@ -119,19 +121,24 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
     )
 
 
+def _stopping_text(obj: Any) -> SafeString:
+    """The move to STOPPING (``stopping_at``, decision 197): the runtime's
+    acknowledgement of a stop, from STARTED — or from STARTING when it had not
+    started when it was asked (its start, if any, came later)."""
+    started_before = obj.started_at is not None and obj.started_at <= obj.stopping_at
+    return format_html(
+        "{} → {} — the runtime acknowledged the stop{}",
+        "STARTED" if started_before else "STARTING",
+        badge("STOPPING"),
+        " request" if obj.stop_requested_at else "",
+    )
+
+
 def _now_text(obj: Any) -> SafeString:
-    """An unresolved execution's last line. A STOPPING one says which move
-    made it so (STARTED → STOPPING, or STARTING → STOPPING before it started):
-    the runtime's acknowledgement of the stop, whose time no column records
-    (decision 197)."""
+    """An unresolved execution's last line; a STOPPING one says it is stopping
+    (its move there is on the timeline above)."""
     if obj.status == "STOPPING":
-        return format_html(
-            "{} → {} — the runtime is stopping{} (the time of that move is not "
-            "recorded); still active",
-            "STARTED" if obj.started_at else "STARTING",
-            badge("STOPPING"),
-            " after the stop request" if obj.stop_requested_at else "",
-        )
+        return format_html("{} — the runtime is stopping; still active", badge("STOPPING"))
     return format_html("{}", "still active" if obj.status in ACTIVE else "no end: outcome unknown")
 
 
