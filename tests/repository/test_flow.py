@@ -230,10 +230,12 @@ def test_start_limits_are_per_instance(repo, clock, flow):
 
 
 def test_no_limit_means_unlimited(repo, clock, flow):
+    """Neither the request nor the manifest (``load`` declares none) limits it;
+    a declared limit holds without a request's (tests/repository/test_manifest_start_limit.py)."""
     for _ in range(3):
-        start_step(repo, flow.execution.id, "publish")
+        start_step(repo, flow.execution.id, "load")
         restart(repo, clock, flow)
-    assert start_step(repo, flow.execution.id, "publish").node_id == "publish"
+    assert start_step(repo, flow.execution.id, "load").node_id == "load"
 
 
 @pytest.mark.parametrize(
