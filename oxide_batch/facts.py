@@ -37,7 +37,8 @@ from django.db.models import (
 )
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.domain.evidence import latest_activity, own_activity
+from oxide_batch.domain.evidence import latest_activity
+from oxide_batch.domain.execution import own_activity
 
 # -- newest step write -------------------------------------------------------------
 

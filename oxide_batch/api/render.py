@@ -136,5 +136,5 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "counts": counts_data(step.counts),
         "failure": failure_data(step.failure),
         "version": step.version,
-        "last_activity_at": format_instant(step.last_activity_at or step.updated_at),
+        "last_activity_at": format_instant(step.activity_at),
     }

@@ -69,7 +69,7 @@ from oxide_batch.domain.errors import (
     RecoveryNotAllowed,
     UnresolvedRecoveryRequired,
 )
-from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.execution import JobExecution, own_activity
 from oxide_batch.domain.lifecycle import validate_expected_version
 from oxide_batch.domain.names import OWNER_TOKEN_BYTES
 from oxide_batch.domain.recovery import RecoveryDisposition, validate_recoverable
@@ -312,13 +312,6 @@ class LatestStep:
             "version": self.version,
             "checkpoint": None if self.checkpoint is None else self.checkpoint.encoded(),
         }
-
-
-def own_activity(last_activity_at: datetime | None, updated_at: datetime) -> datetime:
-    """An execution row's own activity: its ``last_activity_at`` (runtime writes
-    and the owner's observations); a row without it — written outside the
-    adapter, whose every write sets it — counts from its ``updated_at``."""
-    return updated_at if last_activity_at is None else last_activity_at
 
 
 def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:

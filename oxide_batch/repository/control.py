@@ -25,12 +25,12 @@ from oxide_batch.domain.evidence import (
     StopResult,
     claimed_by_another,
     observation_stops,
-    own_activity,
     owner_claim_needs_write,
     same_token,
     stop_request_applies,
     validate_owner_token,
 )
+from oxide_batch.domain.execution import own_activity
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
 from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
