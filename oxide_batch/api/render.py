@@ -67,6 +67,7 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
             "ttl_seconds": extras.lease.ttl_seconds,
             "expires_at": format_instant(extras.lease.expires_at),
         },
+        "lost_write": extras.lost_write,
         "definition": None
         if definition is None
         else {

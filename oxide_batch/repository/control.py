@@ -32,6 +32,7 @@ from oxide_batch.domain.evidence import (
 )
 from oxide_batch.domain.execution import own_activity
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
+from oxide_batch.domain.lost_write import unresolved
 from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -61,6 +62,7 @@ EVIDENCE_COLUMNS = (
     "last_observed_at",
     "stop_requested_at",
     "lost_write",
+    "lost_write_resolution",
 )
 
 
@@ -160,7 +162,8 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         latest_step=latest,
         completed_partition=bool(row["completed_partition"]),
         committed_flow_decision=bool(row["committed_flow_decision"]),
-        lost_write=row["lost_write"] is not None,
+        # Resolved by an operator: no longer a marker (contract §2.5.14).
+        lost_write=unresolved(row["lost_write"], row["lost_write_resolution"]),
     )
 
 

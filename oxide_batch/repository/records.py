@@ -61,6 +61,9 @@ CONTROL_COLUMNS = (
     "last_observed_at",
     "last_activity_at",
     "failed_at",
+    # The lost-write marker and its resolution (contract §2.5.14): the API shows them.
+    "lost_write",
+    "lost_write_resolution",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,

@@ -22,6 +22,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, lease_expiry
 from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.lost_write import marker_view
 from oxide_batch.facts import last_activity_of, newest_step_write, owner_recorded, owner_recorded_of
 from oxide_batch.repository.control import execution_view_from_row
 from oxide_batch.repository.port import UnitOfWork
@@ -42,6 +43,8 @@ EXTRA_COLUMNS = (
     "definition__revision",
     "definition__manifest_format",
     "definition__manifest_digest",
+    "lost_write",
+    "lost_write_resolution",
 )
 
 
@@ -75,6 +78,8 @@ class ExecutionExtras:
     last_activity_at: datetime
     definition: DefinitionRef | None
     lease: LeaseRef | None = None
+    # contract §2.5.14: ``{expected_version, stored_version, recorded_at, resolved_at}``.
+    lost_write: dict[str, Any] | None = None
 
     @property
     def stop_requested(self) -> bool:
@@ -118,6 +123,7 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
         last_activity_at=activity,
         definition=definition,
         lease=None if expires is None else LeaseRef(int(ttl.total_seconds()), expires),
+        lost_write=marker_view(row.get("lost_write"), row.get("lost_write_resolution")),
     )
 
 
