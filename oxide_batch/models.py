@@ -291,6 +291,9 @@ class JobExecution(ExecutionFields):
     # The operator's decision on that marker (contract §2.5.14): when, who, why,
     # the note and the operation id; null while the marker is unresolved.
     lost_write_resolution = models.JSONField(null=True, blank=True)
+    # The lease TTL the owner's claim was granted (contract §2.5.3): every process
+    # computes the lease from it, whatever its own OXIDE_BATCH_LEASE_TTL says.
+    lease_ttl = models.DurationField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_execution"

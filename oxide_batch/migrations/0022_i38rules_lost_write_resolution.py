@@ -7,6 +7,11 @@ partial index holds the few marked, unresolved executions by instance: the
 launch's gate and the gauge read it; no runtime write moves its columns, so the
 hot updates stay HOT. The audit's ``action`` gains ``RESOLVE_LOST_WRITE`` (and
 room for it). Nullable column, nothing to backfill: the schema version stays 7.
+
+``lease_ttl`` (issue 38 point 6) records the lease TTL an owner's claim was
+granted, written by the claim's own write: every process computes the lease
+from it, whatever its own ``OXIDE_BATCH_LEASE_TTL`` says (null for claims made
+before: the reader's setting applies to them).
 """
 
 from django.db import migrations, models
@@ -22,6 +27,11 @@ class Migration(migrations.Migration):
             model_name="jobexecution",
             name="lost_write_resolution",
             field=models.JSONField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="jobexecution",
+            name="lease_ttl",
+            field=models.DurationField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="operatorrequest",

@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain import events
 from oxide_batch.domain.errors import InvalidState, JobExecutionNotFound
 from oxide_batch.domain.evidence import (
@@ -63,6 +64,7 @@ EVIDENCE_COLUMNS = (
     "stop_requested_at",
     "lost_write",
     "lost_write_resolution",
+    "lease_ttl",
 )
 
 
@@ -82,6 +84,7 @@ def execution_view_from_row(row: Row) -> ExecutionView:
         last_observed_at=row["last_observed_at"],
         last_activity_at=row["last_activity_at"],
         newest_step_write_at=row.get("newest_step_write_at"),
+        lease_ttl=row.get("lease_ttl"),
     )
 
 
@@ -164,6 +167,7 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         committed_flow_decision=bool(row["committed_flow_decision"]),
         # Resolved by an operator: no longer a marker (contract §2.5.14).
         lost_write=unresolved(row["lost_write"], row["lost_write_resolution"]),
+        lease_ttl=row["lease_ttl"],
     )
 
 
@@ -230,7 +234,13 @@ class ControlOperations(UnitOfWorkBase):
         changed = owner_claim_needs_write(execution, expected_version, recorded_token(row), token)
         if changed:
             # The claimant user too: only its writes are accepted from now on (contract §2.5.2).
-            written = {"owner_token": token, "owner_user_id": self._runtime_user_id}
+            # The TTL granted is recorded with the claim, in the same write: the
+            # lease is one fact for every process (contract §2.5.3).
+            written = {
+                "owner_token": token,
+                "owner_user_id": self._runtime_user_id,
+                "lease_ttl": batch_settings.LEASE_TTL,
+            }
             self._update(models.JobExecution, pk, written)
             row.update(written)
         view = execution_view_from_row(row)

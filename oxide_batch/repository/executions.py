@@ -206,7 +206,12 @@ class ExecutionOperations(DefinitionOperations):
         claim: dict[str, Any] = {}
         if owner_token is not None:
             metadata, version = started_on_creation(metadata, now)
-            claim = {"owner_token": owner_token, "owner_user_id": self._runtime_user_id}
+            claim = {
+                "owner_token": owner_token,
+                "owner_user_id": self._runtime_user_id,
+                # The lease granted (contract §2.5.3): one fact for every process.
+                "lease_ttl": batch_settings.LEASE_TTL,
+            }
         row = models.JobExecution.objects.using(self._using).create(
             job_instance_id=pk,
             job_name=instance["job_name"],

@@ -64,6 +64,8 @@ CONTROL_COLUMNS = (
     # The lost-write marker and its resolution (contract §2.5.14): the API shows them.
     "lost_write",
     "lost_write_resolution",
+    # The lease TTL the claim was granted (contract §2.5.3).
+    "lease_ttl",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,

@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
-from oxide_batch.domain.evidence import ExecutionView, lease_expiry
+from oxide_batch.domain.evidence import ExecutionView, granted_ttl, lease_expiry
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.domain.lost_write import marker_view
 from oxide_batch.facts import last_activity_of, newest_step_write, owner_recorded, owner_recorded_of
@@ -45,6 +45,7 @@ EXTRA_COLUMNS = (
     "definition__manifest_digest",
     "lost_write",
     "lost_write_resolution",
+    "lease_ttl",
 )
 
 
@@ -114,7 +115,8 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
     activity = last_activity_of(
         row["last_activity_at"], execution.updated_at, row["newest_step_write_at"]
     )
-    ttl = batch_settings.LEASE_TTL
+    # The TTL the claim was granted, not this process's setting (contract §2.5.3).
+    ttl = granted_ttl(row.get("lease_ttl"), batch_settings.LEASE_TTL)
     expires = lease_expiry(execution.status, owner_recorded, activity, ttl)
     return ExecutionExtras(
         stop_requested_at=row["stop_requested_at"],

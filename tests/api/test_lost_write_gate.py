@@ -88,10 +88,12 @@ def test_resolving_is_audited_and_idempotent(rt: Runtime, operator: Runtime) -> 
         True,
     )
     stored = models.JobExecution.objects.get(pk=failed["id"]).lost_write_resolution
+    assert stored is not None
     assert stored["note"] == RESOLVE["note"]
     assert stored["operation_id"] == "lw-2"
-    history = LogEntry.objects.filter(object_id=str(failed["id"])).order_by("id")
-    assert RESOLVE["note"] in history.first().change_message
+    history = LogEntry.objects.filter(object_id=str(failed["id"])).order_by("id").first()
+    assert history is not None
+    assert RESOLVE["note"] in history.change_message
 
 
 def test_a_viewer_may_not_resolve_and_bad_input_is_a_400(

@@ -259,6 +259,8 @@ CONTRACT: dict[str, May] = {
     "abandon_execution": may(
         {"JobExecution": {"status", "version", *ENDING, "updated_at"}}, *AUDITED
     ),
+    # A resolution writes its record and nothing of the run (contract §2.5.14).
+    "resolve_lost_write": may({"JobExecution": {"lost_write_resolution"}}, *AUDITED),
     "place_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "release_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "survey_purge": may(),
