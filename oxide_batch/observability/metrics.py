@@ -269,6 +269,7 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_executions": {"status": STATUSES},
         "oxide_batch_executions_estimated": {"status": STATUSES},
         "oxide_batch_unresolved_executions": {},
+        "oxide_batch_unresolved_lost_writes": {},
         "oxide_batch_gauges_refreshed_timestamp_seconds": {},
     }
 
