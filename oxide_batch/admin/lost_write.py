@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from oxide_batch.admin.base import can
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
-from oxide_batch.domain.lost_write import unresolved
+from oxide_batch.domain.evidence import unresolved_lost_write as unresolved
 from oxide_batch.roles import RECOVER_EXECUTION
 from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -131,6 +132,32 @@ def granted_ttl(recorded: timedelta | None, default: timedelta) -> timedelta:
     uses for that execution, whatever its own ``OXIDE_BATCH_LEASE_TTL`` says;
     ``default`` only for a claim recorded before the grant was kept."""
     return default if recorded is None else recorded
+
+
+# -------------------------------------------------------------- the lost-write marker
+
+
+def unresolved_lost_write(
+    marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None
+) -> bool:
+    """Whether a stored marker waits for an operator."""
+    return marker is not None and resolution is None
+
+
+def lost_write_view(
+    marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The marker as the API and the commands show it: ``None``, or
+    ``{expected_version, stored_version, recorded_at, resolved_at}`` (``resolved_at``
+    null until an operator resolved it)."""
+    if marker is None:
+        return None
+    return {
+        "expected_version": marker.get("expected_version"),
+        "stored_version": marker.get("stored_version"),
+        "recorded_at": marker.get("detected_at"),
+        "resolved_at": None if resolution is None else resolution.get("resolved_at"),
+    }
 
 
 def validate_owner_token(token: bytes) -> bytes:

@@ -1,4 +1,7 @@
-"""The lost-write marker and an operator's resolution of it (contract §2.5.14).
+"""An operator's resolution of a lost-write marker (contract §2.5.14); what the
+marker is read as — :func:`~oxide_batch.domain.evidence.unresolved_lost_write`,
+:func:`~oxide_batch.domain.evidence.lost_write_view` — lives with the evidence
+it is part of.
 
 A write refused with ``version_ahead`` marks its execution: the runtime saw a
 version the repository no longer has, so an acknowledged write was lost and
@@ -9,7 +12,6 @@ the instance starts from the older checkpoint (``LostWriteUnresolved``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,27 +24,6 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.domain.names import has_surrounding_whitespace, is_control
 from oxide_batch.domain.recovery import OVERRIDE_NOTE_MAX_BYTES
-
-
-def unresolved(marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None) -> bool:
-    """Whether a stored marker waits for an operator."""
-    return marker is not None and resolution is None
-
-
-def marker_view(
-    marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """The marker as the API and the commands show it: ``None``, or
-    ``{expected_version, stored_version, recorded_at, resolved_at}`` (``resolved_at``
-    null until an operator resolved it)."""
-    if marker is None:
-        return None
-    return {
-        "expected_version": marker.get("expected_version"),
-        "stored_version": marker.get("stored_version"),
-        "recorded_at": marker.get("detected_at"),
-        "resolved_at": None if resolution is None else resolution.get("resolved_at"),
-    }
 
 
 def validate_note(note: str) -> str:

@@ -29,11 +29,11 @@ from oxide_batch.domain.evidence import (
     owner_claim_needs_write,
     same_token,
     stop_request_applies,
+    unresolved_lost_write,
     validate_owner_token,
 )
 from oxide_batch.domain.execution import own_activity
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
-from oxide_batch.domain.lost_write import unresolved
 from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -166,7 +166,7 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         completed_partition=bool(row["completed_partition"]),
         committed_flow_decision=bool(row["committed_flow_decision"]),
         # Resolved by an operator: no longer a marker (contract §2.5.14).
-        lost_write=unresolved(row["lost_write"], row["lost_write_resolution"]),
+        lost_write=unresolved_lost_write(row["lost_write"], row["lost_write_resolution"]),
         lease_ttl=row["lease_ttl"],
     )
 

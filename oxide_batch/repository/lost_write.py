@@ -8,7 +8,8 @@ from __future__ import annotations
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain import events
 from oxide_batch.domain.errors import JobExecutionNotFound
-from oxide_batch.domain.lost_write import LostWriteResolution, ResolvedLostWrite, unresolved
+from oxide_batch.domain.evidence import unresolved_lost_write as unresolved
+from oxide_batch.domain.lost_write import LostWriteResolution, ResolvedLostWrite
 from oxide_batch.domain.names import (
     IdentifierKind,
     OperatorStringKind,

@@ -20,9 +20,13 @@ from django.db.models import QuerySet
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
-from oxide_batch.domain.evidence import ExecutionView, granted_ttl, lease_expiry
+from oxide_batch.domain.evidence import (
+    ExecutionView,
+    granted_ttl,
+    lease_expiry,
+    lost_write_view,
+)
 from oxide_batch.domain.execution import JobExecution
-from oxide_batch.domain.lost_write import marker_view
 from oxide_batch.facts import last_activity_of, newest_step_write, owner_recorded, owner_recorded_of
 from oxide_batch.repository.control import execution_view_from_row
 from oxide_batch.repository.port import UnitOfWork
@@ -125,7 +129,7 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
         last_activity_at=activity,
         definition=definition,
         lease=None if expires is None else LeaseRef(int(ttl.total_seconds()), expires),
-        lost_write=marker_view(row.get("lost_write"), row.get("lost_write_resolution")),
+        lost_write=lost_write_view(row.get("lost_write"), row.get("lost_write_resolution")),
     )
 
 

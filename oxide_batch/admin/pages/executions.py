@@ -55,8 +55,7 @@ from oxide_batch.admin.pages.common import (
     exit_code_tells,
 )
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.evidence import granted_ttl
-from oxide_batch.domain.lost_write import unresolved
+from oxide_batch.domain.evidence import granted_ttl, unresolved_lost_write
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.selectors import console, pages
 from oxide_batch.selectors.failures import FAILED_WITHIN
@@ -263,7 +262,7 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
             )
         if obj.failed_at is not None:
             parts.append(fate(obj, now, compact=True))
-        if unresolved(obj.lost_write, obj.lost_write_resolution):
+        if unresolved_lost_write(obj.lost_write, obj.lost_write_resolution):
             # contract §2.5.14: nothing restarts it until a person resolves it.
             parts.append(format_html('<span class="ob-badge ob-warn">{}</span>', "LOST WRITE"))
         if not parts:
