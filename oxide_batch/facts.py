@@ -15,29 +15,36 @@ asserts them equal.
   (``last_activity_at``, else ``updated_at``) and its newest step write —
   :func:`last_activity_of` (the domain's :func:`~oxide_batch.domain.evidence.latest_activity`).
 - **inactivity**: silent since a cutoff, no last activity at or after it —
-  :func:`silent_since` (the ORM predicate the unresolved lists and the
-  watchdog filter on), :func:`silent_since_of`.
+  :func:`silent_since` (the ORM predicate the unresolved lists filter on),
+  :func:`silent_since_of`; for an owner's lease the cutoff is each row's own,
+  now minus the TTL its claim was granted — :func:`lease_cutoff`,
+  :func:`lease_silent` (the watchdog, the "needs attention" list, the gauge).
 
 Below the repository (which reads them while it locks) and above the models.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import (
     BooleanField,
+    DateTimeField,
+    DurationField,
     Exists,
     ExpressionWrapper,
     F,
     OuterRef,
     Q,
     Subquery,
+    Value,
 )
+from django.db.models.functions import Coalesce
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.domain.evidence import latest_activity, own_activity
+from oxide_batch.domain.evidence import latest_activity
+from oxide_batch.domain.execution import own_activity
 
 # -- newest step write -------------------------------------------------------------
 
@@ -114,3 +121,33 @@ def silent_since_of(last_activity: datetime, cutoff: datetime) -> bool:
     """:func:`silent_since` of an execution whose :func:`last_activity_of` is
     ``last_activity``."""
     return last_activity < cutoff
+
+
+# -- the owner's lease, by the TTL its claim was granted ----------------------------
+
+#: The annotation :func:`lease_silent` reads (:func:`lease_cutoff` under that name).
+LEASE_CUTOFF = "lease_cutoff"
+
+
+def lease_cutoff(now: datetime, default_ttl: timedelta) -> ExpressionWrapper[Any]:
+    """``now`` minus the lease TTL the execution's claim was granted (its
+    ``lease_ttl``; ``default_ttl`` for a claim recorded before it was kept):
+    an owner silent since before it has let its lease expire (contract §2.5.3)."""
+    ttl = Coalesce(F("lease_ttl"), Value(default_ttl, output_field=DurationField()))
+    return ExpressionWrapper(
+        Value(now, output_field=DateTimeField()) - ttl, output_field=DateTimeField()
+    )
+
+
+def lease_silent() -> Q:
+    """:func:`silent_since` with each row's own cutoff: the queryset carries
+    :func:`lease_cutoff` as ``LEASE_CUTOFF``. Its Python form is
+    :func:`silent_since_of` with ``now - granted TTL``."""
+    cutoff = F(LEASE_CUTOFF)
+    recent_step_write = models.StepExecution.objects.filter(
+        job_execution_id=OuterRef("pk"), last_activity_at__gte=OuterRef(LEASE_CUTOFF)
+    )
+    own_before = Q(last_activity_at__lt=cutoff) | Q(
+        last_activity_at__isnull=True, updated_at__lt=cutoff
+    )
+    return Q(own_before, ~Exists(recent_step_write))

@@ -27,6 +27,8 @@ STATUS_CHOICES = [(status.value, status.value) for status in BatchStatus]
 CATEGORY_CHOICES = [(category.value, category.value) for category in FailureCategory]
 FINISHED = [status.value for status in BatchStatus if status.is_finished]
 UNRESOLVED = sorted(status.value for status in UNRESOLVED_STATUSES)
+# An execution whose lost-write marker no operator resolved yet (contract §2.5.14).
+UNRESOLVED_LOST_WRITE = Q(lost_write__isnull=False, lost_write_resolution__isnull=True)
 COUNT_COLUMNS = (
     "read_count",
     "processed_count",
@@ -289,6 +291,12 @@ class JobExecution(ExecutionFields):
     # lost acknowledged write, e.g. after a failover): when, and the versions.
     # It counts as the unknown-commit marker until an operator decides.
     lost_write = models.JSONField(null=True, blank=True)
+    # The operator's decision on that marker (contract §2.5.14): when, who, why,
+    # the note and the operation id; null while the marker is unresolved.
+    lost_write_resolution = models.JSONField(null=True, blank=True)
+    # The lease TTL the owner's claim was granted (contract §2.5.3): every process
+    # computes the lease from it, whatever its own OXIDE_BATCH_LEASE_TTL says.
+    lease_ttl = models.DurationField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_job_execution"
@@ -327,6 +335,13 @@ class JobExecution(ExecutionFields):
                 fields=["failed_at"],
                 condition=Q(failed_at__isnull=False),
                 name="ob_execution_failed",
+            ),
+            # The few executions with an unresolved lost write, by instance: a
+            # launch's gate and the gauge (no runtime write moves these columns).
+            models.Index(
+                fields=["job_instance"],
+                condition=UNRESOLVED_LOST_WRITE,
+                name="ob_execution_lost_write",
             ),
         ]
 
@@ -628,7 +643,7 @@ class RecoveryDecision(AuditModel):
         return f"recovery of execution {self.job_execution_id} at version {self.execution_version}"
 
 
-OPERATOR_ACTIONS = ["LAUNCH", "RESTART", "STOP", "ABANDON", "RECOVER"]
+OPERATOR_ACTIONS = ["LAUNCH", "RESTART", "STOP", "ABANDON", "RECOVER", "RESOLVE_LOST_WRITE"]
 RETENTION_ACTIONS = ["HOLD", "RELEASE_HOLD", "APPLY_PURGE"]
 # The columns an audited request's row (an operator request, a retention record)
 # begins with: which request it was (``action``, ``operation_id``), who asked and why.
@@ -650,7 +665,7 @@ class OperatorRequest(AuditModel):
     """
 
     id = models.BigAutoField(primary_key=True)
-    action = models.CharField(max_length=16, choices=[(a, a) for a in OPERATOR_ACTIONS])
+    action = models.CharField(max_length=32, choices=[(a, a) for a in OPERATOR_ACTIONS])
     operation_id = models.CharField(max_length=64)
     actor = models.CharField(max_length=128)
     actor_user_id = models.BigIntegerField(null=True, blank=True)

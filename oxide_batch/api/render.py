@@ -67,6 +67,7 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
             "ttl_seconds": extras.lease.ttl_seconds,
             "expires_at": format_instant(extras.lease.expires_at),
         },
+        "lost_write": extras.lost_write,
         "definition": None
         if definition is None
         else {
@@ -136,5 +137,5 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "counts": counts_data(step.counts),
         "failure": failure_data(step.failure),
         "version": step.version,
-        "last_activity_at": format_instant(step.last_activity_at or step.updated_at),
+        "last_activity_at": format_instant(step.activity_at),
     }

@@ -122,6 +122,11 @@ urlpatterns = [
         views.AbandonView.as_view(),
         name="execution-abandon",
     ),
+    path(
+        "executions/<batch_id:execution_id>/lost-write/resolve",
+        views.ResolveLostWriteView.as_view(),
+        name="execution-lost-write-resolve",
+    ),
     path("instances/<batch_id:instance_id>/hold", views.HoldView.as_view(), name="instance-hold"),
     path("purge/survey", views.PurgeSurveyView.as_view(), name="purge-survey"),
     path("purge/apply", views.PurgeApplyView.as_view(), name="purge-apply"),

@@ -773,6 +773,28 @@ class ExecutionAlreadyActive(RepositoryError):
 
 
 @dataclass(eq=False)
+class LostWriteUnresolved(RepositoryError):
+    """A launch or restart of an instance one of whose executions carries a
+    lost-write marker no operator resolved (contract §2.5.14): resuming would
+    start from a checkpoint older than what the runtime did. An operator
+    decides first, whatever that execution's status."""
+
+    code: ClassVar[str] = "lost_write_unresolved"
+    instance_id: int
+    execution_id: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"execution {self.execution_id} of job instance {self.instance_id} lost an "
+            "acknowledged write and no operator has resolved it: check the target system, "
+            f"then POST executions/{self.execution_id}/lost-write/resolve (or manage.py "
+            f"batch_recover {self.execution_id} --resolve-lost-write --note …) before a "
+            "launch or restart"
+        )
+
+
+@dataclass(eq=False)
 class DefinitionDrift(RepositoryError):
     code: ClassVar[str] = "definition_drift"
     job_name: str

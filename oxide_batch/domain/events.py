@@ -113,6 +113,12 @@ class StopRequested(ExecutionChange):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LostWriteResolved(ExecutionChange):
+    """An operator's resolution of the execution's lost-write marker was recorded
+    (``changed``), or there was no unresolved marker (contract §2.5.14)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ControlObserved(ExecutionFact):
     """A runtime's poll of its control state (a move to STOPPING it caused is
     recorded as its own ``ExecutionTransitioned``)."""

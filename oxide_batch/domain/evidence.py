@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,7 +70,7 @@ from oxide_batch.domain.errors import (
     RecoveryNotAllowed,
     UnresolvedRecoveryRequired,
 )
-from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.execution import JobExecution, own_activity
 from oxide_batch.domain.lifecycle import validate_expected_version
 from oxide_batch.domain.names import OWNER_TOKEN_BYTES
 from oxide_batch.domain.recovery import RecoveryDisposition, validate_recoverable
@@ -126,6 +127,39 @@ def lease_expiry(
     return activity_at + ttl
 
 
+def granted_ttl(recorded: timedelta | None, default: timedelta) -> timedelta:
+    """contract §2.5.3: the lease TTL a claim was granted is the one every process
+    uses for that execution, whatever its own ``OXIDE_BATCH_LEASE_TTL`` says;
+    ``default`` only for a claim recorded before the grant was kept."""
+    return default if recorded is None else recorded
+
+
+# -------------------------------------------------------------- the lost-write marker
+
+
+def unresolved_lost_write(
+    marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None
+) -> bool:
+    """Whether a stored marker waits for an operator."""
+    return marker is not None and resolution is None
+
+
+def lost_write_view(
+    marker: Mapping[str, Any] | None, resolution: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The marker as the API and the commands show it: ``None``, or
+    ``{expected_version, stored_version, recorded_at, resolved_at}`` (``resolved_at``
+    null until an operator resolved it)."""
+    if marker is None:
+        return None
+    return {
+        "expected_version": marker.get("expected_version"),
+        "stored_version": marker.get("stored_version"),
+        "recorded_at": marker.get("detected_at"),
+        "resolved_at": None if resolution is None else resolution.get("resolved_at"),
+    }
+
+
 def validate_owner_token(token: bytes) -> bytes:
     """An owner token is exactly 16 bytes (``InvalidCharacters`` otherwise)."""
     if not isinstance(token, bytes) or len(token) != OWNER_TOKEN_BYTES:
@@ -165,6 +199,9 @@ class ExecutionView:
     last_observed_at: datetime | None = None
     last_activity_at: datetime | None = None
     newest_step_write_at: datetime | None = None
+    # The lease TTL the owner's claim was granted (contract §2.5.3: one fact for
+    # every process); ``None`` for a claim recorded before it was kept.
+    lease_ttl: timedelta | None = None
 
     @property
     def activity_at(self) -> datetime:
@@ -189,9 +226,17 @@ class ExecutionView:
     def stop_requested(self) -> bool:
         return self.stop_requested_at is not None
 
-    def lease_expires_at(self, ttl: timedelta) -> datetime | None:
-        """The owner's lease expiry (:func:`lease_expiry`) for the lease TTL ``ttl``."""
-        return lease_expiry(self.status, self.owner_recorded, self.activity_at, ttl)
+    def granted_ttl(self, default: timedelta) -> timedelta:
+        """The TTL the claim was granted; ``default`` (the reader's setting) only
+        for a claim recorded before the grant was kept."""
+        return granted_ttl(self.lease_ttl, default)
+
+    def lease_expires_at(self, default_ttl: timedelta) -> datetime | None:
+        """The owner's lease expiry (:func:`lease_expiry`) for the granted TTL
+        (``default_ttl`` only where none was recorded)."""
+        return lease_expiry(
+            self.status, self.owner_recorded, self.activity_at, self.granted_ttl(default_ttl)
+        )
 
 
 @dataclass(frozen=True)
@@ -314,13 +359,6 @@ class LatestStep:
         }
 
 
-def own_activity(last_activity_at: datetime | None, updated_at: datetime) -> datetime:
-    """An execution row's own activity: its ``last_activity_at`` (runtime writes
-    and the owner's observations); a row without it — written outside the
-    adapter, whose every write sets it — counts from its ``updated_at``."""
-    return updated_at if last_activity_at is None else last_activity_at
-
-
 def latest_activity(own: datetime, newest_step_write: datetime | None) -> datetime:
     """contract §2.5.3's activity of an execution: the later of its own (runtime writes and
     the owner's observations, the row's ``last_activity_at``) and its newest step
@@ -354,6 +392,8 @@ class RecoveryEvidence:
     committed_flow_decision: bool
     # A write was refused as ``version_ahead``: an acknowledged write was lost.
     lost_write: bool = False
+    # The lease TTL the owner's claim was granted (not digested: fixed at the claim).
+    lease_ttl: timedelta | None = None
 
     @property
     def unknown_commit(self) -> bool:
@@ -473,13 +513,15 @@ def propose_recovery(
     lease_ttl: timedelta = DEFAULT_LEASE_TTL,
 ) -> RecoveryProposal:
     """UNKNOWN is always eligible; STARTING/STARTED/STOPPING with an owner
-    recorded once its lease expired (inactive strictly longer than
-    ``lease_ttl``), without one once inactive strictly longer than
-    ``stale_after``; any other status never (``recovery_not_allowed``).
+    recorded once its lease expired (inactive strictly longer than the TTL
+    its claim was granted, ``lease_ttl`` where none is recorded), without one
+    once inactive strictly longer than ``stale_after``; any other status never
+    (``recovery_not_allowed``).
     ``ValueError`` for a threshold outside 1 min – 24 h or a TTL outside 5 s – 24 h.
     """
     validate_stale_after(stale_after)
     validate_lease_ttl(lease_ttl)
+    lease_ttl = granted_ttl(evidence.lease_ttl, lease_ttl)
     inactive = evidence.inactivity(now)
     reason: str | None = None
     eligibility: Eligibility | None = None

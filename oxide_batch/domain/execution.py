@@ -249,6 +249,14 @@ class JobExecution(_Execution):
     recovery_decision_id: int | None = None
 
 
+def own_activity(last_activity_at: datetime | None, updated_at: datetime) -> datetime:
+    """A row's own activity (contract §2.5.3): its ``last_activity_at`` (runtime
+    writes, and for an execution the owner's observations) — a recovery never
+    moves it; a row without it — written outside the adapter, whose every write
+    sets it — counts from its ``updated_at``."""
+    return updated_at if last_activity_at is None else last_activity_at
+
+
 @dataclass(frozen=True)
 class StepExecution(_Execution):
     """One attempt of a named step within a job execution."""
@@ -262,3 +270,10 @@ class StepExecution(_Execution):
     # The runtime's latest write to it (contract §2.5.3); ``None`` only for rows written
     # outside the repository. A recovery never moves it.
     last_activity_at: datetime | None = None
+
+    @property
+    def activity_at(self) -> datetime:
+        """The step's last activity — its last runtime write, the one definition
+        every surface shows as ``last_activity_at`` (contract §2.5.3): a
+        recovery, which moves ``updated_at``, never moves it."""
+        return own_activity(self.last_activity_at, self.updated_at)

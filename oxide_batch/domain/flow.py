@@ -96,6 +96,13 @@ class FlowNode:
     allow_start_if_complete: bool = False
 
 
+def effective_start_limit(declared: int | None, requested: int | None) -> int | None:
+    """contract §2.3.4: the manifest node's ``start_limit`` holds whatever the
+    request says; a request may only lower it (``None`` = unlimited on either side)."""
+    limits = [limit for limit in (declared, requested) if limit is not None]
+    return min(limits) if limits else None
+
+
 @dataclass(frozen=True)
 class PlanTransition:
     source: str

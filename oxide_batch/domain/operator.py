@@ -16,6 +16,7 @@ class OperatorAction(enum.StrEnum):
     STOP = "STOP"
     ABANDON = "ABANDON"
     RECOVER = "RECOVER"
+    RESOLVE_LOST_WRITE = "RESOLVE_LOST_WRITE"
 
 
 class RecordOutcome(enum.StrEnum):

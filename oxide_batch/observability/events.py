@@ -145,6 +145,13 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             "an operator's stop request was recorded, or was a no-op (after commit)",
         ),
         _spec(
+            "execution.lost_write_resolved",
+            WARNING,
+            (*CORRELATION, "status", "changed"),
+            "an operator resolved the execution's lost-write marker, or there was none "
+            "unresolved (after commit)",
+        ),
+        _spec(
             "execution.stop_observed",
             INFO,
             (*CORRELATION, "status", "version"),

@@ -272,6 +272,7 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_executions": {"status": STATUSES},
         "oxide_batch_executions_estimated": {"status": STATUSES},
         "oxide_batch_unresolved_executions": {},
+        "oxide_batch_unresolved_lost_writes": {},
         "oxide_batch_gauges_refreshed_timestamp_seconds": {},
         # The notifier's gauges (issue 41, observability/notify_metrics.py).
         "oxide_batch_notify_deliveries": {"state": NOTIFY_STATES},
@@ -316,7 +317,7 @@ class ExecutionGauges(Collector):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._attempted: float | None = None
-        self._values: tuple[dict[str, int], dict[str, bool], int, float] | None = None
+        self._values: tuple[dict[str, int], dict[str, bool], int, int, float] | None = None
         self.now: Any = None  # a callable returning "now" (tests); default: the system clock
 
     def invalidate(self) -> None:
@@ -330,7 +331,7 @@ class ExecutionGauges(Collector):
     def collect(self) -> Iterable[Metric]:
         return self._families(self._current())
 
-    def _current(self) -> tuple[dict[str, int], dict[str, bool], int, float] | None:
+    def _current(self) -> tuple[dict[str, int], dict[str, bool], int, int, float] | None:
         ttl = batch_settings.METRICS_GAUGE_TTL.total_seconds()
         with self._lock:
             now = time.monotonic()
@@ -342,7 +343,7 @@ class ExecutionGauges(Collector):
                     GAUGE_REFRESH_FAILURES.inc()
             return self._values
 
-    def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, float]:
+    def _refresh(self) -> tuple[dict[str, int], dict[str, bool], int, int, float]:
         from oxide_batch.selectors.unresolved import needs_attention_queryset
 
         cap = batch_settings.METRICS_STATUS_COUNT_CAP
@@ -376,11 +377,18 @@ class ExecutionGauges(Collector):
                 .using(using)[:cap]
                 .count()
             )
-        return counts, estimated, unresolved, time.time()
+            # contract §2.5.14: the few marked executions, read from their partial index.
+            execution = apps.get_model("oxide_batch", "JobExecution")
+            lost_writes = (
+                execution.objects.using(using)
+                .filter(lost_write__isnull=False, lost_write_resolution__isnull=True)[:cap]
+                .count()
+            )
+        return counts, estimated, unresolved, lost_writes, time.time()
 
     @staticmethod
     def _families(
-        values: tuple[dict[str, int], dict[str, bool], int, float] | None,
+        values: tuple[dict[str, int], dict[str, bool], int, int, float] | None,
     ) -> list[Metric]:
         by_status = GaugeMetricFamily(
             "oxide_batch_executions",
@@ -398,18 +406,24 @@ class ExecutionGauges(Collector):
             "expired, or unclaimed and inactive longer than OXIDE_BATCH_RECOVERY_STALE_AFTER "
             "(capped).",
         )
+        lost_writes = GaugeMetricFamily(
+            "oxide_batch_unresolved_lost_writes",
+            "Executions whose lost-write marker no operator resolved: each refuses a launch or "
+            "restart of its instance until a person resolves it (capped).",
+        )
         refreshed = GaugeMetricFamily(
             "oxide_batch_gauges_refreshed_timestamp_seconds",
             "Unix time of the last successful refresh of the database-computed gauges.",
         )
         if values is not None:
-            counts, estimated, unresolved_count, at = values
+            counts, estimated, unresolved_count, lost_write_count, at = values
             for status, count in counts.items():
                 by_status.add_metric([status], count)
                 flagged.add_metric([status], 1 if estimated[status] else 0)
             unresolved.add_metric([], unresolved_count)
+            lost_writes.add_metric([], lost_write_count)
             refreshed.add_metric([], at)
-        return [by_status, flagged, unresolved, refreshed]
+        return [by_status, flagged, unresolved, lost_writes, refreshed]
 
 
 def _system_now() -> datetime:

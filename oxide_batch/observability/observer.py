@@ -286,6 +286,21 @@ def _stop_requested(fact: facts.StopRequested, request_id: str | None) -> None:
     )
 
 
+@on(facts.LostWriteResolved)
+def _lost_write_resolved(fact: facts.LostWriteResolved, request_id: str | None) -> None:
+    execution = fact.execution
+    events.emit(
+        "execution.lost_write_resolved",
+        {
+            **job_fields(execution),
+            "status": execution.status.value,
+            "changed": fact.changed,
+            "outcome": "applied" if fact.changed else "no_op",
+        },
+        request_id=request_id,
+    )
+
+
 @on(facts.ControlObserved)
 def _observed(fact: facts.ControlObserved, request_id: str | None) -> None:
     execution = fact.execution

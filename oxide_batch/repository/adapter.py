@@ -15,6 +15,7 @@ from oxide_batch.repository.control import ControlOperations
 from oxide_batch.repository.executions import ExecutionOperations
 from oxide_batch.repository.faults import translate
 from oxide_batch.repository.flow import FlowOperations
+from oxide_batch.repository.lost_write import LostWriteOperations
 from oxide_batch.repository.partitions import PartitionOperations
 from oxide_batch.repository.port import JobRepository
 from oxide_batch.repository.retention import RetentionOperations
@@ -33,6 +34,7 @@ class DjangoUnitOfWork(
     PartitionOperations,
     AuditOperations,
     ControlOperations,
+    LostWriteOperations,
     RetentionOperations,
 ):
     """One repository transaction. Use as ``with repo.begin() as uow: … uow.commit()``."""

@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain import events
 from oxide_batch.domain.errors import InvalidState, JobExecutionNotFound
 from oxide_batch.domain.evidence import (
@@ -25,12 +26,13 @@ from oxide_batch.domain.evidence import (
     StopResult,
     claimed_by_another,
     observation_stops,
-    own_activity,
     owner_claim_needs_write,
     same_token,
     stop_request_applies,
+    unresolved_lost_write,
     validate_owner_token,
 )
+from oxide_batch.domain.execution import own_activity
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
 from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
@@ -61,6 +63,8 @@ EVIDENCE_COLUMNS = (
     "last_observed_at",
     "stop_requested_at",
     "lost_write",
+    "lost_write_resolution",
+    "lease_ttl",
 )
 
 
@@ -80,6 +84,7 @@ def execution_view_from_row(row: Row) -> ExecutionView:
         last_observed_at=row["last_observed_at"],
         last_activity_at=row["last_activity_at"],
         newest_step_write_at=row.get("newest_step_write_at"),
+        lease_ttl=row.get("lease_ttl"),
     )
 
 
@@ -160,7 +165,9 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         latest_step=latest,
         completed_partition=bool(row["completed_partition"]),
         committed_flow_decision=bool(row["committed_flow_decision"]),
-        lost_write=row["lost_write"] is not None,
+        # Resolved by an operator: no longer a marker (contract §2.5.14).
+        lost_write=unresolved_lost_write(row["lost_write"], row["lost_write_resolution"]),
+        lease_ttl=row["lease_ttl"],
     )
 
 
@@ -227,7 +234,13 @@ class ControlOperations(UnitOfWorkBase):
         changed = owner_claim_needs_write(execution, expected_version, recorded_token(row), token)
         if changed:
             # The claimant user too: only its writes are accepted from now on (contract §2.5.2).
-            written = {"owner_token": token, "owner_user_id": self._runtime_user_id}
+            # The TTL granted is recorded with the claim, in the same write: the
+            # lease is one fact for every process (contract §2.5.3).
+            written = {
+                "owner_token": token,
+                "owner_user_id": self._runtime_user_id,
+                "lease_ttl": batch_settings.LEASE_TTL,
+            }
             self._update(models.JobExecution, pk, written)
             row.update(written)
         view = execution_view_from_row(row)

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
@@ -16,6 +16,7 @@ from oxide_batch.domain.errors import (
     IncompatibleDefinition,
     JobExecutionNotFound,
     JobInstanceNotFound,
+    LostWriteUnresolved,
 )
 from oxide_batch.domain.evidence import already_active, validate_owner_token
 from oxide_batch.domain.execution import (
@@ -177,11 +178,16 @@ class ExecutionOperations(DefinitionOperations):
         instance = self._lock_row(models.JobInstance, pk, ("id", "job_name"))
         if instance is None:
             raise JobInstanceNotFound(id=pk)
+        attempts = models.JobExecution.objects.using(self._using).filter(job_instance_id=pk)
         latest_row = (
-            models.JobExecution.objects.using(self._using)
-            .filter(job_instance_id=pk)
-            .order_by("-attempt")
-            .values(*JOB_EXECUTION_COLUMNS)
+            attempts.order_by("-attempt")
+            # In the same read: an attempt whose lost write no operator resolved.
+            .annotate(
+                lost_write_of=Subquery(
+                    attempts.filter(models.UNRESOLVED_LOST_WRITE).order_by("id").values("id")[:1]
+                )
+            )
+            .values(*JOB_EXECUTION_COLUMNS, "lost_write_of")
             .first()
         )
         latest = None if latest_row is None else job_execution_from_row(latest_row)
@@ -190,6 +196,9 @@ class ExecutionOperations(DefinitionOperations):
             attempt = plan_new_attempt(pk, latest, now)
         except ExecutionAlreadyActive as refusal:
             raise self._already_active(refusal, now) from None
+        if latest_row is not None and latest_row["lost_write_of"] is not None:
+            # contract §2.5.14: resuming would start from the older checkpoint.
+            raise LostWriteUnresolved(instance_id=pk, execution_id=latest_row["lost_write_of"])
         definition_id, upgrade_id = self._bind_definition(
             pk, instance["job_name"], latest, definition_digest
         )
@@ -197,7 +206,12 @@ class ExecutionOperations(DefinitionOperations):
         claim: dict[str, Any] = {}
         if owner_token is not None:
             metadata, version = started_on_creation(metadata, now)
-            claim = {"owner_token": owner_token, "owner_user_id": self._runtime_user_id}
+            claim = {
+                "owner_token": owner_token,
+                "owner_user_id": self._runtime_user_id,
+                # The lease granted (contract §2.5.3): one fact for every process.
+                "lease_ttl": batch_settings.LEASE_TTL,
+            }
         row = models.JobExecution.objects.using(self._using).create(
             job_instance_id=pk,
             job_name=instance["job_name"],

@@ -15,7 +15,6 @@ then job execution. Every operation issues a fixed number of statements:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +24,6 @@ from django.db.models.functions import Coalesce
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain import events
-from oxide_batch.domain.canonical import CanonicalJsonError, parse_strict
 from oxide_batch.domain.definitions import FLOW_FORMATS
 from oxide_batch.domain.errors import (
     ConcurrentModification,
@@ -43,7 +41,6 @@ from oxide_batch.domain.flow import (
     MAX_START_LIMIT,
     FlowDecision,
     FlowDecisionRequest,
-    FlowPlan,
     FlowTarget,
     FlowTransitionKind,
     TerminalKind,
@@ -51,6 +48,11 @@ from oxide_batch.domain.flow import (
 )
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository.plans import (
+    node_allows_start_if_complete,
+    node_start_limit,
+    stored_plan,
+)
 from oxide_batch.repository.records import STEP_EXECUTION_COLUMNS, step_execution_from_row
 from oxide_batch.repository.steps import TAKEOVER_COLUMNS, StepOperations
 from oxide_batch.repository.unit_of_work import operation
@@ -74,28 +76,6 @@ FLOW_DECISION_COLUMNS = (
     "reused_decision_id",
     "decided_at",
 )
-
-
-@functools.lru_cache(maxsize=64)
-def _plan(manifest_text: str) -> FlowPlan:
-    """The plan of a stored canonical manifest (immutable, so cached by its text).
-
-    A stored manifest that no longer reads as a plan → ``FlowStateCorrupt``.
-    """
-    try:
-        return FlowPlan.from_manifest(parse_strict(manifest_text))
-    except (CanonicalJsonError, DomainError, AttributeError, TypeError):
-        raise FlowStateCorrupt() from None
-
-
-def _node_allows_start_if_complete(parent: Mapping[str, Any], node: str, requested: bool) -> bool:
-    """contract §2.3.2: for a flow step the manifest node's ``allow_start_if_complete``
-    decides; a step of an execution without a flow plan (or of a node the plan
-    does not name) takes the request's."""
-    if parent["definition__manifest_format"] not in FLOW_FORMATS:
-        return requested
-    found = _plan(parent["definition__manifest"]).nodes.get(node)
-    return requested if found is None else found.allow_start_if_complete
 
 
 def _digest(value: str, what: str) -> str:
@@ -171,11 +151,13 @@ class FlowOperations(StepOperations):
         execution; none → ``JobExecutionNotFound``), then the job execution
         (``InvalidState`` unless STARTING/STARTED). Counts every step row of
         ``node_id`` across all executions of the instance; a count at or above
-        ``start_limit`` → ``StartLimitExceeded`` (creating a STARTING row consumes
-        one start; ``None`` = unlimited). In a restart attempt the step takes over
-        counts, checkpoint and context of the newest row of the node anywhere in
-        the instance (unless that row is this execution's own: a repeated node)
-        when that row is restartable, else it starts fresh
+        the limit → ``StartLimitExceeded`` (creating a STARTING row consumes
+        one start). The limit is the manifest node's ``start_limit`` when the
+        execution's definition is a flow plan naming the node; ``start_limit``
+        may only lower it (``None`` on both sides = unlimited). In a restart
+        attempt the step takes over counts, checkpoint and context of the
+        newest row of the node anywhere in the instance (unless that row is
+        this execution's own: a repeated node) when that row is restartable, else it starts fresh
         (``create_step_execution``'s rules: a COMPLETED row is ``NotRestartable``
         unless the node allows a start if complete — the manifest node's own
         ``allow_start_if_complete`` when the execution's definition is a flow
@@ -197,6 +179,7 @@ class FlowOperations(StepOperations):
         instance_id = self._lock_instance_of(parent_id)
         parent = self._lock_step_parent(parent_id)
         restart = parent["restart_of_id"] is not None
+        start_limit = node_start_limit(parent, node, start_limit)
         # One read: the node's start count over the instance (a window over all
         # rows, so the LIMIT does not cut it) and, on restart, the newest row.
         newest = list(
@@ -216,7 +199,7 @@ class FlowOperations(StepOperations):
         # A newest row of this very execution is no earlier state: the node is
         # repeated, which the insert refuses (StepExecutionExists).
         if restart and newest and newest[0]["job_execution_id"] != parent_id:
-            allow = _node_allows_start_if_complete(parent, node, allow_start_if_complete)
+            allow = node_allows_start_if_complete(parent, node, allow_start_if_complete)
             source = self._takeover(step_name, newest[0], allow)
         return self._insert_step(parent_id, parent, step_name, node, source, started=started)
 
@@ -300,7 +283,7 @@ class FlowOperations(StepOperations):
             raise InvalidState(id=pk, status=status)
         if execution["definition__manifest_format"] not in FLOW_FORMATS:
             raise FlowStateCorrupt()
-        plan = _plan(execution["definition__manifest"])
+        plan = stored_plan(execution["definition__manifest"])
         check_decision_against_plan(plan, execution["definition__manifest_digest"], request)
         history = self._decision_history(pk, request)
         if (

@@ -41,6 +41,7 @@ from oxide_batch.domain.execution import (
 from oxide_batch.domain.flow import FlowDecision, FlowDecisionRequest, FlowTransitionKind
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.lifecycle import LifecycleTransition
+from oxide_batch.domain.lost_write import LostWriteResolution, ResolvedLostWrite
 from oxide_batch.domain.operator import OperatorAction, OperatorRecord, OperatorRecordDraft
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
@@ -157,8 +158,9 @@ class Executions(Protocol):
 
 
 class Control(Protocol):
-    """Stop requests, ownership, control observation, recovery evidence and the
-    audited recovery itself (contract §2.5.1, §2.5.2, §2.5.4–§2.5.6)."""
+    """Stop requests, ownership, control observation, recovery evidence, the
+    audited recovery itself and the lost-write resolution (contract §2.5.1,
+    §2.5.2, §2.5.4–§2.5.6, §2.5.14)."""
 
     @mutation(events.ExecutionTransitioned, events.RecoveryApplied)
     def recover_job_execution(
@@ -182,6 +184,10 @@ class Control(Protocol):
     def observe_execution_control(
         self, job_execution_id: int, owner_token: bytes
     ) -> ExecutionControl: ...
+    @mutation(events.LostWriteResolved)
+    def resolve_lost_write(
+        self, job_execution_id: int, resolution: LostWriteResolution
+    ) -> ResolvedLostWrite: ...
     @read
     def recovery_evidence(
         self, job_execution_id: int, *, lock: bool = False

@@ -63,6 +63,11 @@ CONTROL_COLUMNS = (
     "last_activity_at",
     "failed_at",
     "stopping_at",
+    # The lost-write marker and its resolution (contract §2.5.14): the API shows them.
+    "lost_write",
+    "lost_write_resolution",
+    # The lease TTL the claim was granted (contract §2.5.3).
+    "lease_ttl",
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import models
@@ -124,6 +124,8 @@ def _decoder(field: models.Field[Any, Any], vendor: str) -> Decoder | None:
             return _sqlite_datetime
         if kind == "BooleanField":
             return lambda value, _connection: bool(value)
+        if kind == "DurationField":  # microseconds (PostgreSQL: an interval)
+            return lambda value, _connection: timedelta(microseconds=value)
     return None
 
 

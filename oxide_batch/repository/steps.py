@@ -41,6 +41,7 @@ from oxide_batch.domain.state import (
     load_stored,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository.plans import hold_to_declared_start_limit
 from oxide_batch.repository.records import (
     STEP_EXECUTION_COLUMNS,
     metadata_columns,
@@ -111,7 +112,8 @@ class StepOperations(UnitOfWorkBase):
         its status must not move underneath). Raises ``ExecutionOwned`` when
         another runtime user claimed it, ``InvalidState`` for any other parent
         status and ``StepExecutionExists`` for a repeated name or node.
-        ``node_id`` defaults to the step name.
+        ``node_id`` defaults to the step name. A node the execution's flow plan
+        declares a ``start_limit`` for is held to it (``StartLimitExceeded``).
 
         In a restart attempt the step takes over counts, checkpoint and context
         of the newest row of the same step — or of the step the attempt's upgrade
@@ -129,6 +131,7 @@ class StepOperations(UnitOfWorkBase):
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
         parent_id = self._id(JOB_EXECUTION, job_execution_id)
         parent = self._lock_step_parent(parent_id)
+        hold_to_declared_start_limit(self._using, parent, node)
         source = None
         if parent["restart_of_id"] is not None:
             source = self._restart_source(parent_id, parent, step_name)

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from django.db import DatabaseError, connections, models, transaction
+from django.db.models import Q
 
 from oxide_batch import models as tables  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import (
@@ -204,8 +205,8 @@ class UnitOfWorkBase:
         transaction of its own (the refused work rolled back): the caller saw a
         version this row never reached here, so an acknowledged write was lost.
         The marker counts as the unknown-commit marker until an operator decides;
-        the first detection is kept. Best effort: a database that fails now
-        leaves the refusal itself to tell."""
+        the first detection is kept until then (a later loss marks it anew).
+        Best effort: a database that fails now leaves the refusal itself to tell."""
         if ahead.job_execution_id is None:
             ahead.job_execution_id = self._execution_in_hand
         if ahead.job_execution_id is None:
@@ -217,9 +218,11 @@ class UnitOfWorkBase:
         }
         try:
             with transaction.atomic(using=self._using):
+                # A loss after an operator resolved the last one is a new marker.
                 tables.JobExecution.objects.using(self._using).filter(
-                    pk=ahead.job_execution_id, lost_write__isnull=True
-                ).update(lost_write=marker)
+                    Q(lost_write__isnull=True) | Q(lost_write_resolution__isnull=False),
+                    pk=ahead.job_execution_id,
+                ).update(lost_write=marker, lost_write_resolution=None)
         except DatabaseError:
             logger.warning("the lost-write marker of %s was not recorded", ahead.job_execution_id)
 

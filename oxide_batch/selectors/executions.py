@@ -20,7 +20,12 @@ from django.db.models import QuerySet
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
-from oxide_batch.domain.evidence import ExecutionView, lease_expiry
+from oxide_batch.domain.evidence import (
+    ExecutionView,
+    granted_ttl,
+    lease_expiry,
+    lost_write_view,
+)
 from oxide_batch.domain.execution import JobExecution
 from oxide_batch.facts import last_activity_of, newest_step_write, owner_recorded, owner_recorded_of
 from oxide_batch.repository.control import execution_view_from_row
@@ -42,6 +47,9 @@ EXTRA_COLUMNS = (
     "definition__revision",
     "definition__manifest_format",
     "definition__manifest_digest",
+    "lost_write",
+    "lost_write_resolution",
+    "lease_ttl",
 )
 
 
@@ -75,6 +83,8 @@ class ExecutionExtras:
     last_activity_at: datetime
     definition: DefinitionRef | None
     lease: LeaseRef | None = None
+    # contract §2.5.14: ``{expected_version, stored_version, recorded_at, resolved_at}``.
+    lost_write: dict[str, Any] | None = None
 
     @property
     def stop_requested(self) -> bool:
@@ -109,7 +119,8 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
     activity = last_activity_of(
         row["last_activity_at"], execution.updated_at, row["newest_step_write_at"]
     )
-    ttl = batch_settings.LEASE_TTL
+    # The TTL the claim was granted, not this process's setting (contract §2.5.3).
+    ttl = granted_ttl(row.get("lease_ttl"), batch_settings.LEASE_TTL)
     expires = lease_expiry(execution.status, owner_recorded, activity, ttl)
     return ExecutionExtras(
         stop_requested_at=row["stop_requested_at"],
@@ -118,6 +129,7 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
         last_activity_at=activity,
         definition=definition,
         lease=None if expires is None else LeaseRef(int(ttl.total_seconds()), expires),
+        lost_write=lost_write_view(row.get("lost_write"), row.get("lost_write_resolution")),
     )
 
 

@@ -13,7 +13,7 @@ from django.db.models import F, Q, QuerySet
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.facts import owner_recorded, silent_since
+from oxide_batch.facts import LEASE_CUTOFF, lease_cutoff, lease_silent, owner_recorded, silent_since
 from oxide_batch.repository.control import execution_view_from_row
 from oxide_batch.selectors.executions import views
 from oxide_batch.selectors.lookups import InLiterals
@@ -46,14 +46,19 @@ def needs_attention_queryset(
 ) -> QuerySet[models.JobExecution]:
     """The executions a recovery may resolve now (the console's "needs
     attention", the dashboard's unresolved list, the gauge): UNKNOWN; claimed
-    and active with its owner's lease expired (silent longer than
-    ``lease_ttl``, contract §2.5.3); unclaimed and active, silent longer than
-    ``stale_after``. On the partial index ``ob_execution_unresolved``, as
+    and active with its owner's lease expired (silent longer than the TTL its
+    claim was granted — ``lease_ttl`` where none is recorded —, contract
+    §2.5.3); unclaimed and active, silent longer than ``stale_after``. On the
+    partial index ``ob_execution_unresolved``, as
     :func:`unresolved_executions_queryset`. Unordered."""
-    return models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED)).filter(
-        Q(status=BatchStatus.UNKNOWN.value)
-        | (Q(owner_recorded()) & silent_since(now - lease_ttl))
-        | (~Q(owner_recorded()) & silent_since(now - stale_after))
+    return (
+        models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED))
+        .annotate(**{LEASE_CUTOFF: lease_cutoff(now, lease_ttl)})
+        .filter(
+            Q(status=BatchStatus.UNKNOWN.value)
+            | (Q(owner_recorded()) & lease_silent())
+            | (~Q(owner_recorded()) & silent_since(now - stale_after))
+        )
     )
 
 
@@ -61,13 +66,15 @@ def expired_lease_candidates(
     *, now: datetime, lease_ttl: timedelta, after_id: int = 0, limit: int = 100
 ) -> list[int]:
     """Ids of the claimed, active executions whose owner has been silent longer
-    than ``lease_ttl`` by ``now`` (no runtime write, observation or step write
-    since): the watchdog's candidates, ascending, after ``after_id`` (keyset).
+    than the TTL its claim was granted (``lease_ttl`` where none is recorded)
+    by ``now`` (no runtime write, observation or step write since): the
+    watchdog's candidates, ascending, after ``after_id`` (keyset).
     One query on the partial index of unresolved executions; the caller reads
     their proposals, which decide (a write may land in between)."""
     rows = (
-        unresolved_executions_queryset(now=now, inactive_for=lease_ttl)
-        .filter(owner_recorded(), pk__gt=after_id)
+        models.JobExecution.objects.filter(InLiterals(F("status"), models.UNRESOLVED))
+        .annotate(**{LEASE_CUTOFF: lease_cutoff(now, lease_ttl)})
+        .filter(owner_recorded(), lease_silent(), pk__gt=after_id)
         .exclude(status=BatchStatus.UNKNOWN.value)
         .order_by("pk")
         .values_list("pk", flat=True)

@@ -38,6 +38,7 @@ from oxide_batch.domain.evidence import (
 from oxide_batch.domain.execution import FailureSummary, JobExecution
 from oxide_batch.domain.flow import DIGEST_HEX
 from oxide_batch.domain.lifecycle import ABANDONABLE, LifecycleTransition
+from oxide_batch.domain.lost_write import LostWriteResolution, validate_note
 from oxide_batch.domain.operator import (
     OperatorAction,
     OperatorRecord,
@@ -87,6 +88,10 @@ def history_message(request: _Request, done: _Effect, record: OperatorRecord) ->
             f"Recovered{how}: {done.prior_status.value} → {execution.status.value}{reason}; "
             f"recovery decision #{decision.id}; {audit}"
         )
+    if request.action is OperatorAction.RESOLVE_LOST_WRITE:
+        if not done.changed:
+            return f"Lost write: nothing to resolve{reason}; {audit}"
+        return f"Lost write resolved ({execution.status.value}){reason}: {request.note}; {audit}"
     if request.action is OperatorAction.ABANDON:
         if not done.changed:
             return f"Abandon: nothing to change (already ABANDONED){reason}; {audit}"
@@ -124,11 +129,13 @@ class _Effect:
 class _Request:
     action: OperatorAction
     execution_id: int
-    expected_version: int
+    # None for a request that compares no version (a lost write's resolution).
+    expected_version: int | None
     operation_id: str
     actor: Actor
     digest: str
     reason_code: str | None = None
+    note: str | None = None
 
 
 class OperatorWork(Transaction, Executions, Control, OperatorAudit, AdminHistory, Protocol):
@@ -335,13 +342,40 @@ class OperatorService:
 
         return self._execute(request, effect)
 
+    def resolve_lost_write(
+        self, execution_id: int, *, reason_code: str, note: str, actor: Actor, operation_id: str
+    ) -> OperatorResult:
+        """An operator's decision on the execution's lost-write marker (contract
+        §2.5.14): whatever its status, the marker stops refusing the instance's
+        launch or restart and counting as an unknown commit. No version is
+        compared; no unresolved marker → ``changed`` false."""
+        request = replace(
+            self._request(
+                OperatorAction.RESOLVE_LOST_WRITE,
+                execution_id,
+                None,
+                actor,
+                operation_id,
+                reason_code=validate_reason_code(reason_code),
+                arguments={"note": validate_note(note)},
+            ),
+            note=note,
+        )
+        resolution = LostWriteResolution(actor.reference, reason_code, note, request.operation_id)
+
+        def effect(uow: OperatorWork) -> _Effect:
+            done = uow.resolve_lost_write(execution_id, resolution)
+            return _Effect(done.execution, done.changed, done.execution.status)
+
+        return self._execute(request, effect)
+
     # -- the audited, idempotent frame --------------------------------------------
 
     @staticmethod
     def _request(
         action: OperatorAction,
         execution_id: int,
-        expected_version: int,
+        expected_version: int | None,
         actor: Actor,
         operation_id: str,
         *,

@@ -18,7 +18,9 @@ and fences the worker, as any recovery does.
 It never acts on an execution whose proposal carries the unknown-commit marker
 (an UNKNOWN execution, a failure category UNKNOWN_COMMIT, a latest step
 UNKNOWN): its effect may have happened, and only a human's ``UNKNOWN_EFFECT``
-decision resolves it. It recovers at most ``limit`` executions per pass.
+decision resolves it. Such an execution is reported once per change of its
+evidence, not on every pass (``WatchdogAction.repeated`` marks the passes that
+saw it unchanged). It recovers at most ``limit`` executions per pass.
 
 Time the database was unreachable never counts against a worker
 (:class:`Holdoff`): after a start, and after every outage of the database the
@@ -93,6 +95,9 @@ class WatchdogAction:
     decision_id: int | None = None
     lease_expired_at: datetime | None = None
     detail: str | None = None
+    # Left to a human and already reported with the same evidence by an earlier
+    # pass of this watchdog: nothing new to say.
+    repeated: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,8 @@ class Watchdog:
         self.actor = actor or watchdog_actor()
         self.limit = limit
         self.dry_run = dry_run
+        # Executions left to a human by the last pass: id → its evidence digest.
+        self._left_to_human: dict[int, str] = {}
 
     @property
     def lease_ttl(self) -> timedelta:
@@ -139,6 +146,7 @@ class Watchdog:
         the database cannot be reached (``Unavailable``, …)."""
         now = self.now()
         actions: list[WatchdogAction] = []
+        left: dict[int, str] = {}
         acted = 0
         after = 0
         while acted < self.limit:
@@ -151,19 +159,29 @@ class Watchdog:
             for proposal in self.service.propose_many(page).values():
                 if acted >= self.limit:
                     break
-                action = self._consider(proposal)
+                action = self._consider(proposal, left)
                 actions.append(action)
                 if action.kind is not ActionKind.SKIPPED:
                     acted += 1
+        # One that is no longer left to a human (resolved, purged) is said again
+        # if it comes back.
+        self._left_to_human = left
         return PassReport(at=now, actions=tuple(actions))
 
-    def _consider(self, proposal: RecoveryProposal) -> WatchdogAction:
+    def _consider(
+        self, proposal: RecoveryProposal, left: dict[int, str] | None = None
+    ) -> WatchdogAction:
+        """One candidate's action; ``left`` collects the pass's executions left
+        to a human (with their evidence digest)."""
+        left = {} if left is None else left
         pk = proposal.job_execution_id
         expired_at = proposal.lease_expires_at
         if proposal.unknown_commit:
             # Its effect may have happened: a human decides (UNKNOWN_EFFECT).
+            left[pk] = proposal.evidence_digest
+            repeated = self._left_to_human.get(pk) == proposal.evidence_digest
             return WatchdogAction(pk, ActionKind.SKIPPED, lease_expired_at=expired_at,
-                                  detail="unknown_commit")  # fmt: skip
+                                  detail="unknown_commit", repeated=repeated)  # fmt: skip
         if proposal.eligibility is not Eligibility.LEASE_EXPIRED:
             # The owner wrote since the candidates were read (or it is not owned).
             return WatchdogAction(pk, ActionKind.SKIPPED, detail="lease_not_expired")

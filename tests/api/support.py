@@ -48,6 +48,7 @@ EXECUTION_KEYS = {
     "last_activity_at",
     "definition",
     "lease",
+    "lost_write",
 }
 STEP_KEYS = {
     "id",

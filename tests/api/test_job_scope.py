@@ -241,6 +241,7 @@ OPERATOR_ROUTES = {
     ("POST", f"executions/{N}/recover"),
     ("POST", f"executions/{N}/stop"),
     ("POST", f"executions/{N}/abandon"),
+    ("POST", f"executions/{N}/lost-write/resolve"),
     ("PUT", f"instances/{N}/hold"),
     ("DELETE", f"instances/{N}/hold"),
 }

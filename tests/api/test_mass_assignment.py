@@ -197,7 +197,8 @@ CHECKPOINT = {"checkpoint", "checkpoint_checksum", "context", "context_checksum"
 HOLD = {"hold_actor", "hold_user_id", "hold_reason_code", "hold_placed_at"}
 # Evidence and bookkeeping that never move the version (docs/decisions.md 29).
 VERSIONLESS = {"owner_token", "owner_user_id", "stop_requested_at", "stop_requested_by",
-               "last_observed_at", "last_activity_at", *HOLD}  # fmt: skip
+               "last_observed_at", "last_activity_at", "lease_ttl", "lost_write_resolution",
+               *HOLD}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ CONTRACT: dict[str, May] = {
     "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
     # The claimant's user too (contract §2.5.2: only its writes are accepted afterwards).
-    "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id"}}),
+    # The claim records the lease TTL it granted (contract §2.5.3, decision 212).
+    "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id", "lease_ttl"}}),
     # The owner's observation of a stop request moves it to STOPPING (version + 1).
     "observe_execution_control": may(
         {"JobExecution": {"last_observed_at", "last_activity_at", "status", "version"}}
@@ -259,6 +261,8 @@ CONTRACT: dict[str, May] = {
     "abandon_execution": may(
         {"JobExecution": {"status", "version", *ENDING, "updated_at"}}, *AUDITED
     ),
+    # A resolution writes its record and nothing of the run (contract §2.5.14).
+    "resolve_lost_write": may({"JobExecution": {"lost_write_resolution"}}, *AUDITED),
     "place_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "release_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "survey_purge": may(),

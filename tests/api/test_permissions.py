@@ -64,6 +64,7 @@ ENDPOINTS = [
     ("POST", f"executions/{N}/recover", RECOVER_EXECUTION),
     ("POST", f"executions/{N}/stop", STOP_EXECUTION),
     ("POST", f"executions/{N}/abandon", ABANDON_EXECUTION),
+    ("POST", f"executions/{N}/lost-write/resolve", RECOVER_EXECUTION),
     ("PUT", f"instances/{N}/hold", HOLD_INSTANCE),
     ("DELETE", f"instances/{N}/hold", HOLD_INSTANCE),
     ("POST", "purge/survey", PURGE_METADATA),

@@ -20,7 +20,14 @@ pytestmark = pytest.mark.standalone
 ID = re.compile(r"\{(instance|execution|step|partition)_id\}")
 OBJECT_PATHS = re.compile(rf"(executions|steps|partitions)/{N}(/|$)")
 # Paths that name an object but act for an operator: bound by no job scope.
-OPERATOR_ENDPOINTS = ("/recovery-proposal", "/recover", "/stop", "/abandon", "/hold")
+OPERATOR_ENDPOINTS = (
+    "/recovery-proposal",
+    "/recover",
+    "/stop",
+    "/abandon",
+    "/lost-write/resolve",
+    "/hold",
+)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from oxide_batch.domain.evidence import (
     validate_owner_token,
 )
 from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition
+from oxide_batch.domain.lost_write import LostWriteResolution, ResolvedLostWrite
 from oxide_batch.domain.names import (
     IdentifierKind,
     OperatorStringKind,
@@ -57,6 +58,19 @@ class ControlOperations(UnitOfWorkBase):
         row = dataclasses.replace(row, stop_requested_at=self.now(), stop_requested_by=actor)
         self._put(row)
         return StopResult(row.view(), changed=True)
+
+    def resolve_lost_write(
+        self, job_execution_id: int, resolution: LostWriteResolution
+    ) -> ResolvedLostWrite:
+        """The adapter's rule; the fake's ``lost_write`` is the unresolved marker."""
+        validate_operator_string(resolution.actor, OperatorStringKind.ACTOR)
+        validate_operator_string(resolution.reason_code, OperatorStringKind.REASON_CODE)
+        validate_operator_string(resolution.operation_id, OperatorStringKind.OPERATION_ID)
+        row = self._execution(job_execution_id)
+        if not row.lost_write:
+            return ResolvedLostWrite(row.execution, changed=False)
+        self._put(dataclasses.replace(row, lost_write=False))
+        return ResolvedLostWrite(row.execution, changed=True)
 
     def claim_execution_owner(
         self, job_execution_id: int, expected_version: int, owner_token: bytes

@@ -17,6 +17,7 @@ from oxide_batch.domain.flow import (
     FlowDecisionRequest,
     FlowTransitionKind,
     check_decision_against_plan,
+    effective_start_limit,
 )
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from tests.fakes.definitions import flow_plan
@@ -25,13 +26,6 @@ from tests.fakes.tables import DecisionRow, by_id
 
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
-
-
-def effective_start_limit(declared: int | None, requested: int | None) -> int | None:
-    """contract §2.3.4: the manifest node's ``start_limit`` wins; a request may
-    only lower it (``None``: no limit from that side)."""
-    limits = [limit for limit in (declared, requested) if limit is not None]
-    return min(limits, default=None)
 
 
 def _digest(value: str, what: str) -> str:

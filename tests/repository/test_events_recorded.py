@@ -27,6 +27,7 @@ from oxide_batch.domain import (
 from oxide_batch.domain.definitions import UpgradeEdge
 from oxide_batch.domain.errors import StaleVersion
 from oxide_batch.domain.flow import FlowTransitionKind
+from oxide_batch.domain.lost_write import LostWriteResolution
 from oxide_batch.domain.operator import OperatorAction, OperatorRecordDraft, RecordOutcome
 from oxide_batch.domain.retention import PurgeCriteria, RetentionAction, RetentionRecordDraft
 from oxide_batch.repository import DjangoUnitOfWork
@@ -172,6 +173,13 @@ def _(repo, clock):
 def _(repo, clock):
     execution = started(repo, clock)
     return lambda uow: uow.request_execution_stop(execution.id, 1, "alice")
+
+
+@scenario("resolve_lost_write")
+def _(repo, clock):
+    execution = started(repo, clock)
+    resolution = LostWriteResolution("alice", "TARGET_CHECKED", "checked", "lw-1")
+    return lambda uow: uow.resolve_lost_write(execution.id, resolution)
 
 
 @scenario("claim_execution_owner")

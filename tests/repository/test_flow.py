@@ -38,7 +38,6 @@ from oxide_batch.domain.flow import (
     TerminalKind,
 )
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
-from oxide_batch.repository import DjangoJobRepository
 from oxide_batch.repository.flow import FLOW_DECISION_COLUMNS, flow_decision_from_row
 from tests.conftest import EPOCH, on_postgres
 from tests.helpers import key, launch, move
@@ -201,15 +200,6 @@ def stored_decisions(repo, flow: Flow) -> list[FlowDecision]:
         ]
 
 
-def adapter_fix_pending(request: pytest.FixtureRequest, repo) -> None:
-    """The manifest's start_limit is enforced by the fake; the adapter's fix is in
-    branch i38rules (issue 38 point 4): expected to fail on [django] until it merges."""
-    if isinstance(repo, DjangoJobRepository):
-        request.applymarker(
-            pytest.mark.xfail(strict=False, reason="adapter fix in branch i38rules")
-        )
-
-
 @pytest.fixture
 def flow(repo, clock) -> Flow:
     return launch_flow(repo, clock)
@@ -271,17 +261,17 @@ def test_start_limits_are_per_instance(repo, clock, flow):
 
 
 def test_no_limit_means_unlimited(repo, clock, flow):
-    """A node the manifest declares without a start_limit, started without one."""
+    """Neither the request nor the manifest (``load`` declares none) limits it;
+    a declared limit holds without a request's (tests/repository/test_manifest_start_limit.py)."""
     for _ in range(3):
         start_step(repo, flow.execution.id, "load")
         restart(repo, clock, flow)
     assert start_step(repo, flow.execution.id, "load").node_id == "load"
 
 
-def test_the_manifest_start_limit_holds_for_a_request_without_one(request, repo, clock, flow):
+def test_the_manifest_start_limit_holds_for_a_request_without_one(repo, clock, flow):
     """Issue 38 point 4: `publish` declares start_limit 2; a request that leaves
     the limit out is held to it (the manifest wins)."""
-    adapter_fix_pending(request, repo)
     start_step(repo, flow.execution.id, "publish")
     restart(repo, clock, flow)
     start_step(repo, flow.execution.id, "publish")
@@ -292,8 +282,7 @@ def test_the_manifest_start_limit_holds_for_a_request_without_one(request, repo,
     assert len(node_rows(repo, flow.instance_id, "publish")) == 2
 
 
-def test_a_request_cannot_raise_the_manifest_start_limit(request, repo, clock, flow):
-    adapter_fix_pending(request, repo)
+def test_a_request_cannot_raise_the_manifest_start_limit(repo, clock, flow):
     start_step(repo, flow.execution.id, "publish", limit=5)
     restart(repo, clock, flow)
     start_step(repo, flow.execution.id, "publish", limit=5)

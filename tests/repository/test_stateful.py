@@ -67,6 +67,7 @@ from oxide_batch.domain.errors import (
     InvalidState,
     JobExecutionNotFound,
     JobInstanceNotFound,
+    LostWriteUnresolved,
     NotRestartable,
     OxideBatchError,
     RecoveryNotAllowed,
@@ -343,6 +344,9 @@ class RepositoryMachine(RuleBasedStateMachine):
         self.steps: dict[int, ModelStep] = {}
         # Rows a recovery resolved: the runtime is fenced from them (contract §2.5.6).
         self.fenced: set[tuple[str, int]] = set()
+        # Executions a ``version_ahead`` marked with a lost write (contract §2.5.14):
+        # nobody resolves them here, so their instance never runs again.
+        self.lost_writes: set[int] = set()
         self.reselections = 0
 
     # -- helpers -------------------------------------------------------------------
@@ -354,6 +358,8 @@ class RepositoryMachine(RuleBasedStateMachine):
                 result = work(uow)
                 uow.commit()
         except OxideBatchError as error:
+            if isinstance(error, VersionAhead) and error.job_execution_id is not None:
+                self.lost_writes.add(error.job_execution_id)
             return None, error
         return result, None
 
@@ -454,6 +460,9 @@ class RepositoryMachine(RuleBasedStateMachine):
             expected = ExecutionAlreadyActive(
                 instance_id=instance.id, execution_id=latest.id, status=latest.status
             )
+        marked = sorted(self.lost_writes.intersection(instance.executions))
+        if expected is None and marked:
+            expected = LostWriteUnresolved(instance_id=instance.id, execution_id=marked[0])
         execution, error = self.run_unit(lambda uow: uow.create_job_execution(instance.id))
         self.check_outcome("create_job_execution", expected, execution, error)
         if expected is not None:

@@ -168,7 +168,13 @@ def assert_generic_plan_reads_the_partial_index(queryset: Any) -> None:
     parts = sql.split("%s")
     numbered = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
     types = ", ".join(
-        "text" if isinstance(p, str) else "timestamptz" if isinstance(p, datetime) else "integer"
+        "text"
+        if isinstance(p, str)
+        else "timestamptz"
+        if isinstance(p, datetime)
+        else "interval"  # the lease TTL where a claim recorded none (decision 212)
+        if isinstance(p, timedelta)
+        else "integer"
         for p in params
     )
     with connection.cursor() as cursor:

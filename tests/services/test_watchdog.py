@@ -36,6 +36,13 @@ TTL = timedelta(seconds=30)
 OWNER = b"\x05" * 16
 
 
+@pytest.fixture(autouse=True)
+def granted_ttl(settings) -> None:
+    """The claims here are granted the watchdog's TTL: a lease is judged by the
+    TTL its claim was granted (contract §2.5.3, decision 212)."""
+    settings.OXIDE_BATCH_LEASE_TTL = TTL
+
+
 @pytest.fixture
 def service(repo: DjangoJobRepository) -> OperatorService:
     return bootstrap.operator_service(repo, stale_after=timedelta(minutes=15), lease_ttl=TTL)

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import link
-from oxide_batch.admin.casefile.recovery import lost_write, recovery_panel
+from oxide_batch.admin.casefile.recovery import recovery_panel
 from oxide_batch.admin.casefile.timeline import timeline
 from oxide_batch.admin.display import (
     badge,
@@ -26,6 +26,7 @@ from oxide_batch.admin.display import (
     when,
 )
 from oxide_batch.admin.eligibility import decision_reason, lease
+from oxide_batch.admin.lost_write import marker_text, resolve_form
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
@@ -88,7 +89,9 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         )
     lost = getattr(obj, "lost_write", None)
     if isinstance(lost, dict):
-        facts.append(("Lost write", lost_write(lost)))
+        resolution = getattr(obj, "lost_write_resolution", None)
+        shown = format_html("{}{}", marker_text(lost, resolution), resolve_form(request, obj))
+        facts.append(("Lost write", shown))
     if records.decisions:
         facts.append(("Resolved by", _decisions(records.decisions)))
     if proposal is not None:

@@ -100,19 +100,6 @@ def recovery_panel(
     )
 
 
-def lost_write(marker: dict[str, Any]) -> SafeString:
-    """The lost-write marker (``version_ahead``): when, and the versions."""
-    return format_html(
-        '<span class="ob-badge ob-warn">LOST WRITE</span> detected {} UTC: a write expected '
-        "version {}, the stored row is at {} — the repository lost a write it had "
-        "acknowledged. It counts as an unknown commit: check the target system, then recover "
-        f"with {UNKNOWN_EFFECT}.",
-        str(marker.get("detected_at", "?")).replace("T", " ").removesuffix("Z"),
-        marker.get("expected_version", "?"),
-        marker.get("stored_version", "?"),
-    )
-
-
 def _marker_text(key: str, evidence: Any, now: datetime, *, claimant: str | None = None) -> str:
     """A marker's meaning; the stop request's says how long ago it was made
     and what the runtime did about it so far; the owner's names the claimant

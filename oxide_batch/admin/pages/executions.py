@@ -42,6 +42,8 @@ from oxide_batch.admin.display import (
     when,
     when_short,
 )
+from oxide_batch.admin.lost_write import URL_NAME as LOST_WRITE_URL
+from oxide_batch.admin.lost_write import resolve_lost_write_view
 from oxide_batch.admin.pages.common import (
     COUNTS,
     SHORT,
@@ -53,6 +55,7 @@ from oxide_batch.admin.pages.common import (
     exit_code_tells,
 )
 from oxide_batch.conf import batch_settings
+from oxide_batch.domain.evidence import granted_ttl, unresolved_lost_write
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.selectors import console, pages
 from oxide_batch.selectors.failures import FAILED_WITHIN
@@ -214,7 +217,12 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(partial(dashboard_view, self.admin_site))
-        return [path("dashboard/", view, name="oxide_batch_dashboard"), *super().get_urls()]
+        resolve = self.admin_site.admin_view(partial(resolve_lost_write_view, self.admin_site))
+        return [
+            path("dashboard/", view, name="oxide_batch_dashboard"),
+            path("<int:object_id>/lost-write/resolve/", resolve, name=LOST_WRITE_URL),
+            *super().get_urls(),
+        ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return console.execution_list(super().get_queryset(request))
@@ -261,6 +269,9 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
             )
         if obj.failed_at is not None:
             parts.append(fate(obj, now, compact=True))
+        if unresolved_lost_write(obj.lost_write, obj.lost_write_resolution):
+            # contract §2.5.14: nothing restarts it until a person resolves it.
+            parts.append(format_html('<span class="ob-badge ob-warn">{}</span>', "LOST WRITE"))
         if not parts:
             return format_html("{}", "—")
         return format_html_join(SafeString("<br>"), "{}", ((part,) for part in parts))
@@ -292,7 +303,10 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         return inactivity(
             obj.status,
             console.execution_activity(obj),
-            threshold=batch_settings.LEASE_TTL if owned else batch_settings.RECOVERY_STALE_AFTER,
+            # The TTL its claim was granted, not this process's (contract §2.5.3).
+            threshold=granted_ttl(obj.lease_ttl, batch_settings.LEASE_TTL)
+            if owned
+            else batch_settings.RECOVERY_STALE_AFTER,
             compact=True,
         )
 

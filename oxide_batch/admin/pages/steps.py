@@ -26,12 +26,14 @@ from oxide_batch.admin.display import (
     badge,
     duration,
     recorded_by_decision,
+    when,
 )
 from oxide_batch.admin.display import failure as render_failure
 from oxide_batch.admin.pages.common import ParentFilter, StatusColumns, counts_text
 from oxide_batch.admin.pages.executions import JobExecutionAdmin
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
+from oxide_batch.domain.execution import own_activity
 from oxide_batch.selectors import console, pages
 from oxide_batch.services import bootstrap
 
@@ -66,6 +68,7 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
         "created",
         "started",
         "ended",
+        "last_activity",
         "took",
         "version",
         "counts",
@@ -79,6 +82,12 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
     created = JobExecutionAdmin.created
     started = JobExecutionAdmin.started
     ended = JobExecutionAdmin.ended
+
+    @admin.display(description="last activity")
+    def last_activity(self, obj: models.StepExecution) -> SafeString:
+        """The step's last runtime write (contract §2.5.3): a recovery, which
+        moves ``updated_at``, never moves it — as the API says."""
+        return when(own_activity(obj.last_activity_at, obj.updated_at))
 
     @admin.display(description="duration")
     def took(self, obj: Any) -> str:

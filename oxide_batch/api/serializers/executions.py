@@ -211,6 +211,24 @@ EXECUTION_COUNTS_HELP = (
 )
 
 
+# contract §2.5.14.
+class LostWriteOutput(Output):
+    """A write refused because it expected a version ahead of the stored one: the
+    repository lost a write it had acknowledged. Until an operator resolves it,
+    a launch or restart of the instance is refused (`lost_write_unresolved`)."""
+
+    expected_version = serializers.IntegerField(help_text="The version the writer expected.")
+    stored_version = serializers.IntegerField(help_text="The version the row was at.")
+    recorded_at = serializers.CharField(help_text="When it was detected (RFC 3339 UTC).")
+    resolved_at = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "When an operator resolved it (`POST executions/{id}/lost-write/resolve`); "
+            "null while it is unresolved."
+        ),
+    )
+
+
 # ``last_activity_at``: contract §2.5.3.
 class ExecutionOutput(Output):
     """A job execution. `updated_at` is when its version last moved (a
@@ -252,6 +270,11 @@ class ExecutionOutput(Output):
         source="extras.lease",
         allow_null=True,
         help_text="The owner's lease while the execution is active and claimed; else null.",
+    )
+    lost_write = LostWriteOutput(
+        source="extras.lost_write",
+        allow_null=True,
+        help_text="A lost acknowledged write (null: none recorded).",
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 

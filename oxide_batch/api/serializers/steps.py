@@ -149,7 +149,8 @@ class EnvelopeOutput(Output):
 class StepOutput(Output):
     """A step execution. Every write to a step (a transition, a chunk commit, the
     recovery that resolves it) moves its version and ``updated_at``;
-    ``last_activity_at`` is that same instant under the name executions use."""
+    ``last_activity_at`` is its last runtime write, which a recovery never moves
+    (the one definition every surface shows)."""
 
     id = serializers.IntegerField()
     job_instance_id = serializers.IntegerField()
@@ -166,8 +167,11 @@ class StepOutput(Output):
     failure = FailureOutput(allow_null=True)
     version = serializers.IntegerField()
     last_activity_at = InstantField(
-        source="updated_at",
-        help_text="The step's last write (transition, chunk commit); equals `updated_at`.",
+        source="activity_at",
+        help_text=(
+            "The step's last runtime write (transition, chunk commit). A recovery "
+            "moves `updated_at`, never this."
+        ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 

@@ -48,6 +48,7 @@ from oxide_batch.api.views.executions import (
 )
 from oxide_batch.api.views.flow import FlowDecisionsView, FlowStepView, ReusableFlowDecisionView
 from oxide_batch.api.views.instances import InstancesView, InstanceView
+from oxide_batch.api.views.lost_write import ResolveLostWriteView
 from oxide_batch.api.views.operator import (
     AbandonView,
     RecoverView,
@@ -114,6 +115,7 @@ __all__ = [
     "RecoverView",
     "RecoveryDecisionsView",
     "RecoveryProposalView",
+    "ResolveLostWriteView",
     "RetentionRecordsView",
     "ReusableFlowDecisionView",
     "StepExitStatusView",

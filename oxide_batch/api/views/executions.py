@@ -42,6 +42,7 @@ NEW_ATTEMPT_CONFLICTS = (
     "completed_instance",
     "abandoned_instance",
     "execution_already_active",
+    "lost_write_unresolved",
     "incompatible_definition",
     "definition_job_mismatch",
     "concurrent_modification",

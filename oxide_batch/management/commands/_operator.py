@@ -35,8 +35,9 @@ def parse_instant(text: str) -> datetime:
 def execution_json(view: ExecutionView) -> dict[str, Any]:
     """An execution as the API shows it (without counts and definition):
     ``last_activity_at`` is contract §2.5.3's activity, ``updated_at`` the row's last
-    versioned write, ``lease_expires_at`` its owner's lease expiry (contract §2.5.3,
-    ``OXIDE_BATCH_LEASE_TTL`` after that activity; null without an owner or once
+    versioned write, ``lease_ttl_seconds`` the TTL its owner's claim was granted
+    (null without an owner) and ``lease_expires_at`` its owner's lease expiry
+    (contract §2.5.3, that TTL after that activity; null without an owner or once
     not active) — derived from the view, no further query."""
     core = view.execution
     return {
@@ -61,6 +62,11 @@ def execution_json(view: ExecutionView) -> dict[str, Any]:
         "owner_recorded": view.owner_recorded,
         "last_observed_at": instant(view.last_observed_at),
         "last_activity_at": instant(view.activity_at),
+        # The lease its claim was granted (contract §2.5.3), whatever this
+        # process's OXIDE_BATCH_LEASE_TTL says; null without an owner.
+        "lease_ttl_seconds": int(view.granted_ttl(batch_settings.LEASE_TTL).total_seconds())
+        if view.owner_recorded
+        else None,
         "lease_expires_at": instant(view.lease_expires_at(batch_settings.LEASE_TTL)),
     }
 
@@ -136,10 +142,14 @@ def result_json(result: OperatorResult) -> dict[str, Any]:
     return document
 
 
-def add_execution_target(parser: CommandParser, *, reason: bool = False) -> None:
+def add_execution_target(
+    parser: CommandParser, *, reason: bool = False, required: bool = True
+) -> None:
+    """The execution argument, ``--expected-version`` and (``reason``) ``--reason``;
+    ``required=False``: the command checks them itself (a mode that needs neither)."""
     parser.add_argument("execution_id", type=int, help="the job execution")
     parser.add_argument(
-        "--expected-version", type=int, required=True, help="the version you observed"
+        "--expected-version", type=int, required=required, help="the version you observed"
     )
     if reason:
-        parser.add_argument("--reason", required=True, help="reason code, e.g. WORKER_LOST")
+        parser.add_argument("--reason", required=required, help="reason code, e.g. WORKER_LOST")

@@ -7,6 +7,12 @@ execution before its owner's lease expired or before it is stale, and needs
 ``--note`` — why the worker is known to be gone — which the decision records.
 It skips only that one rule: the version, the status, the evidence digest and
 the unknown-commit rule are checked as without it.
+
+``manage.py batch_recover ID --resolve-lost-write --note TEXT [--reason CODE]``
+records an operator's decision on the execution's lost-write marker instead
+(contract §2.5.14), whatever its status: until then a launch or restart of its
+instance is refused (``lost_write_unresolved``). The reason defaults to
+``LOST_WRITE_RESOLVED``; no version or evidence digest is compared.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from django.core.management.base import CommandParser
 
 from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.errors import ExecutionNotStale, RecoveryRequestInvalid
+from oxide_batch.domain.lost_write import validate_note
 from oxide_batch.domain.recovery import RecoveryDisposition, validate_override_note
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.management.commands._cli import (
@@ -31,6 +38,8 @@ from oxide_batch.management.commands._cli import (
 from oxide_batch.management.commands._operator import add_execution_target, result_json, service
 
 STALE_AFTER = "OXIDE_BATCH_RECOVERY_STALE_AFTER"
+#: ``--resolve-lost-write``'s reason code unless ``--reason`` names another.
+RESOLVED_REASON = "LOST_WRITE_RESOLVED"
 LEASE_TTL = "OXIDE_BATCH_LEASE_TTL"
 
 
@@ -39,12 +48,15 @@ class Command(OxideCommand):
     settings_named = {ExecutionNotStale.code: STALE_AFTER}
 
     def add_command_arguments(self, parser: CommandParser) -> None:
-        add_execution_target(parser, reason=True)
+        # Required for a recovery; --resolve-lost-write needs none of them (checked in run).
+        add_execution_target(parser, reason=True, required=False)
+        parser.add_argument("--disposition", choices=[d.value for d in RecoveryDisposition])
+        parser.add_argument("--evidence-digest", help="from batch_show (64 hex characters)")
         parser.add_argument(
-            "--disposition", choices=[d.value for d in RecoveryDisposition], required=True
-        )
-        parser.add_argument(
-            "--evidence-digest", required=True, help="from batch_show (64 hex characters)"
+            "--resolve-lost-write",
+            action="store_true",
+            help="record your decision on the execution's lost-write marker (with --note: "
+            "what you checked); a launch or restart of its instance is refused until then",
         )
         parser.add_argument("--failure-category", choices=[c.value for c in FailureCategory])
         parser.add_argument("--failure-id", type=int)
@@ -57,11 +69,30 @@ class Command(OxideCommand):
         parser.add_argument(
             "--note",
             metavar="TEXT",
-            help="with --force: why the worker is known to be gone (recorded on the decision)",
+            help="with --force: why the worker is known to be gone (recorded on the decision); "
+            "with --resolve-lost-write: what you checked (recorded on the execution)",
         )
         add_mutation_arguments(parser)
 
     def run(self, **options: Any) -> dict[str, Any]:
+        if options["resolve_lost_write"]:
+            return self._resolve_lost_write(options)
+        missing = [
+            flag
+            for flag, key in (
+                ("--expected-version", "expected_version"),
+                ("--disposition", "disposition"),
+                ("--reason", "reason"),
+                ("--evidence-digest", "evidence_digest"),
+            )
+            if options.get(key) is None
+        ]
+        if missing:
+            raise CommandFailed(
+                ExitCode.USAGE,
+                "arguments_required",
+                f"a recovery needs {', '.join(missing)} (batch_show ID prints the command line)",
+            )
         # Before anything else: a flawed override asks nothing and records nothing.
         note = self._override_note(options)
         operation_id = self.operation_id(options, prefix="recover")
@@ -82,6 +113,52 @@ class Command(OxideCommand):
             failure_category=FailureCategory(category) if category else None,
             failure_id=options["failure_id"],
             override_note=note,
+        )
+        return result_json(result)
+
+    def _resolve_lost_write(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``--resolve-lost-write --note TEXT``: the recovery's own flags are refused."""
+        given = [
+            flag
+            for flag, key in (
+                ("--expected-version", "expected_version"),
+                ("--disposition", "disposition"),
+                ("--evidence-digest", "evidence_digest"),
+                ("--failure-category", "failure_category"),
+                ("--failure-id", "failure_id"),
+                ("--force", "force"),
+            )
+            if options.get(key) not in (None, False)
+        ]
+        if given:
+            raise CommandFailed(
+                ExitCode.USAGE,
+                "arguments_not_allowed",
+                "--resolve-lost-write compares no version or evidence: leave out "
+                + ", ".join(given),
+            )
+        if options.get("note") is None:
+            raise CommandFailed(
+                ExitCode.USAGE,
+                "note_required",
+                "--resolve-lost-write needs --note TEXT: what you checked (the target system, "
+                "what was redone), recorded on the execution",
+            )
+        try:
+            note = validate_note(options["note"])
+        except RecoveryRequestInvalid as error:
+            raise dataclasses.replace(error, field="--note") from None
+        operation_id = self.operation_id(options, prefix="lost-write")
+        pk = options["execution_id"]
+        self.confirm(
+            options, f"resolve the lost write of execution {pk} (note: {note})", operation_id
+        )
+        result = service().resolve_lost_write(
+            pk,
+            reason_code=options.get("reason") or RESOLVED_REASON,
+            note=note,
+            actor=self.actor(options),
+            operation_id=operation_id,
         )
         return result_json(result)
 
@@ -139,6 +216,9 @@ class Command(OxideCommand):
         )
 
     def render(self, document: dict[str, Any]) -> None:
+        if document["record"]["action"] == "RESOLVE_LOST_WRITE":
+            self._render_resolution(document)
+            return
         execution, decision = document["execution"], document.get("decision")
         head = (
             "replayed (recorded before, nothing done again)"
@@ -170,4 +250,19 @@ class Command(OxideCommand):
             f"decision {decision['id']} by {decision['actor']} (operation "
             f"{decision['operation_id']}), reason {decision['reason_code']}, evidence "
             f"{decision['evidence_digest_prefix']}…; steps resolved to FAILED: {steps}"
+        )
+
+    def _render_resolution(self, document: dict[str, Any]) -> None:
+        pk, record = document["execution"], document["record"]
+        head = "replayed (recorded before, nothing done again)" if (
+            document["outcome"] == "REPLAYED") else "recorded"  # fmt: skip
+        what = (
+            "lost write resolved: a launch or restart of its instance may go ahead"
+            if document["changed"]
+            else "no unresolved lost write: nothing to resolve"
+        )
+        target = "the execution" if pk is None else f"execution {pk['id']}"
+        operation = document["operation_id"]
+        self.stdout.write(
+            f"{head}: {target}: {what} (operation {operation}, audit #{record['id']})"
         )

@@ -89,6 +89,7 @@ def action_json(action: WatchdogAction) -> dict[str, Any]:
         "decision_id": action.decision_id,
         "lease_expired_at": instant(action.lease_expired_at),
         "detail": action.detail,
+        "repeated": action.repeated,
     }
 
 
@@ -204,7 +205,7 @@ class Command(OxideCommand):
                     "outcome": action.kind.value,
                 },
             )
-        else:
+        elif not action.repeated:  # left to a human: said once per change
             events.emit(
                 "watchdog.skipped",
                 {
@@ -242,7 +243,8 @@ class Command(OxideCommand):
             )
             return
         for action in document["actions"]:
-            self.stdout.write(f"{document['at']} {self._line(action)}")
+            if not action.get("repeated"):  # said once per change, not every pass
+                self.stdout.write(f"{document['at']} {self._line(action)}")
         if not document["actions"] and int(self.verbosity) > 1:
             self.stdout.write(f"{document['at']} no expired lease")
 

@@ -137,6 +137,12 @@ def _abandon(w: World) -> Target:
     return Target(f"executions/{execution['id']}/abandon", body)
 
 
+def _resolve_lost_write(w: World) -> Target:
+    execution = w.rt.move(w.started(), "FAILED")
+    body = {"reason_code": "TARGET_CHECKED", "note": "checked", "operation_id": "lw-1"}
+    return Target(f"executions/{execution['id']}/lost-write/resolve", body)
+
+
 def _hold(w: World) -> Target:
     body = {"reason_code": "LEGAL_HOLD", "operation_id": "hold-1"}
     return Target(f"instances/{w.instance()['id']}/hold", body)
@@ -248,6 +254,7 @@ RECIPES: dict[str, Callable[[World], Target]] = {
     "recover_execution": _recover,
     "stop_execution": _stop,
     "abandon_execution": _abandon,
+    "resolve_lost_write": _resolve_lost_write,
     "place_hold": _hold,
     "release_hold": _release,
     "survey_purge": _survey,
