@@ -143,6 +143,24 @@ class NoEditsAdmin(_ModelAdmin):
         callback.model_admin = self
         return URLPattern(pattern.pattern, callback, pattern.default_args, pattern.name)
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        """Only the page's own filters filter its list. Django also lets a URL
+        filter by any column of the row (``?key_digest=…``,
+        ``?identifying_parameters__icontains=…``, ``?checkpoint__contains=…``),
+        which would tell a reader, by the rows found, a value hidden from them
+        (decision 200): such a lookup answers 400."""
+        allowed = {self.date_hierarchy} if self.date_hierarchy else set()
+        for item in self.get_list_filter(request) if request is not None else self.list_filter:
+            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
+                allowed.add(str(item.parameter_name))
+            elif isinstance(item, (list, tuple)):
+                allowed.add(str(item[0]))
+            else:
+                allowed.add(str(item))
+        if lookup not in allowed and lookup.split("__", 1)[0] not in allowed:
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -15,7 +15,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
-from oxide_batch.selectors.instances import InstanceRecord
+from oxide_batch.selectors.instances import InstanceRecord, shown_key_digest
 
 
 def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[JobParameter]:
@@ -29,6 +29,8 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
             found.append(parameter)
     return found
 
+
+DIGEST_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 # OpenAPI 3.0 has no ``propertyNames`` (decisions 96 and 165): the keys' rule in words.
 PARAMETER_NAMES = (
@@ -93,12 +95,26 @@ class HoldOutput(Output):
 class InstanceOutput(Output):
     id = serializers.IntegerField(source="instance.id")
     job_name = serializers.CharField(source="instance.job_name")
-    key_digest = serializers.CharField(source="instance.key.digest")
+    key_digest = serializers.SerializerMethodField(
+        help_text=(
+            "For readers who may read payloads (runtimes, operators): SHA-256 of the "
+            "version-1 key encoding (contract §2.2.1). For other readers (viewers): "
+            "HMAC-SHA256 of it under a server secret, so hidden values cannot be "
+            "confirmed by hashing guesses (decision 200)."
+        )
+    )
     parameters = serializers.SerializerMethodField(
         help_text="Identifying parameters in name byte order; values only where allowed."
     )
     created_at = InstantField(source="instance.created_at")
     hold = HoldOutput(allow_null=True)
+
+    @extend_schema_field(DIGEST_SCHEMA)
+    def get_key_digest(self, record: InstanceRecord) -> str:
+        # No context (a caller that did not say): the safe answer, the keyed one.
+        return shown_key_digest(
+            record.instance.key.digest, payload_reader=self.context.get("payloads", False)
+        )
 
     @extend_schema_field(ParameterOutput(many=True))
     def get_parameters(self, record: InstanceRecord) -> list[dict[str, Any]]:
