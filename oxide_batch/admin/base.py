@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
+from oxide_batch.admin.visible import shown_visibly
 from oxide_batch.admin_site import refusing
 from oxide_batch.domain.names import MAX_IDENTIFIER
 from oxide_batch.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
@@ -138,7 +139,7 @@ class NoEditsAdmin(_ModelAdmin):
     def _refusing(self, pattern: URLPattern | URLResolver) -> URLPattern | URLResolver:
         if not isinstance(pattern, URLPattern):
             return pattern
-        callback: Any = refusing(pattern.callback, self.admin_site)
+        callback: Any = refusing(shown_visibly(pattern.callback), self.admin_site)
         # Which page refused: the 403 page names this model's permission.
         callback.model_admin = self
         return URLPattern(pattern.pattern, callback, pattern.default_args, pattern.name)

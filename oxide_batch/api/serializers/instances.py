@@ -34,7 +34,8 @@ DIGEST_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 # OpenAPI 3.0 has no ``propertyNames`` (decisions 96 and 165): the keys' rule in words.
 PARAMETER_NAMES = (
-    "Each name (a key) is 1–128 UTF-8 bytes with no control characters and no leading or "
+    "Each name (a key) is 1–128 UTF-8 bytes with no control characters, no invisible "
+    "characters (Unicode categories Cf, Zl, Zp) and no leading or "
     "trailing whitespace (a name is compared byte for byte), and is in one of the two maps "
     "only; OpenAPI 3.0 cannot state a rule on keys, so it is stated here in words."
 )
