@@ -138,11 +138,12 @@ def escape_invisible(text: str) -> str:
 
 
 def validate_name(value: str, kind: NameKind) -> str:
-    """Return ``value`` if it is a valid name of ``kind``.
+    """Return ``value`` if it is a valid name of ``kind`` by the seed's rule.
 
     Checked in the seed's order: empty, byte length, surrounding whitespace,
-    control characters (reported by index, never by value); then, beyond the
-    seed, invisible characters (:func:`is_invisible`, ``NameContainsInvisible``).
+    control characters (reported by index, never by value). What the domain
+    holds — a name read back from a row included — passes this; a name being
+    written passes :func:`validate_new_name` as well.
     """
     if not isinstance(value, str):
         raise TypeError(f"{kind.label} must be a str")
@@ -155,6 +156,16 @@ def validate_name(value: str, kind: NameKind) -> str:
     for index, character in enumerate(value):
         if is_control(character):
             raise NameContainsControl(kind=kind.label, character_index=index)
+    return value
+
+
+def validate_new_name(value: str, kind: NameKind) -> str:
+    """:func:`validate_name`, then — a step beyond the seed (decision 201) — no
+    invisible character (:func:`is_invisible`, ``NameContainsInvisible``, by
+    index). Every path that writes a name calls it (the API's inputs, the
+    repository's writes, the commands); a row stored before the rule still
+    reads back (:func:`validate_name`), and the console shows it escaped."""
+    validate_name(value, kind)
     for index, character in enumerate(value):
         if is_invisible(character):
             raise NameContainsInvisible(kind=kind.label, character_index=index)

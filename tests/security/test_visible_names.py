@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from oxide_batch import models
 from oxide_batch.domain.errors import NameContainsInvisible
 from oxide_batch.domain.names import (
     INVISIBLE_RANGES,
     NameKind,
     escape_invisible,
     validate_name,
+    validate_new_name,
 )
 from oxide_batch.domain.partitions import validate_partition_key
 from oxide_batch.management.commands import _cli
@@ -46,7 +48,7 @@ def test_the_invisible_ranges_are_the_categories_cf_zl_zp() -> None:
 @pytest.mark.parametrize("character", INVISIBLE)
 def test_every_name_kind_refuses_an_invisible_character(kind: NameKind, character: str) -> None:
     with pytest.raises(NameContainsInvisible) as caught:
-        validate_name(f"job{character}evil", kind)
+        validate_new_name(f"job{character}evil", kind)
     assert caught.value.code == "name_contains_invisible"
     assert caught.value.character_index == 3
     assert "invisible character at index 3" in caught.value.message
@@ -54,7 +56,11 @@ def test_every_name_kind_refuses_an_invisible_character(kind: NameKind, characte
 
 def test_visible_non_ascii_names_stay_valid() -> None:
     for name in ("서울_import", "café-load", "nächtlich", "job 1"):
-        assert validate_name(name, NameKind.JOB) == name
+        assert validate_new_name(name, NameKind.JOB) == name
+
+
+def test_a_name_read_back_from_a_row_is_held_to_the_seed_rule_only() -> None:
+    assert validate_name("job\u202eevil", NameKind.JOB) == "job\u202eevil"
 
 
 def test_a_partition_key_keeps_its_own_rule() -> None:
@@ -151,18 +157,31 @@ def test_commands_refuse_invisible_names(args: list[str], says: str) -> None:
     assert says in str(raised.value)
 
 
-@pytest.mark.django_db
-@pytest.mark.usefixtures("no_terminal")
-def test_the_purge_command_refuses_an_invisible_job_name() -> None:
-    with pytest.raises(CommandError) as raised:
-        call_command(
-            "purge_batch_metadata",
-            "--older-than",
-            "30d",
-            "--job-name",
-            "bill\u2029ing",
-            "--dry-run",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    assert "invisible character at index 4" in str(raised.value)
+def test_rows_stored_before_the_rule_still_read_and_move(rt: Runtime, viewer: Runtime) -> None:
+    """The rule is for what is written: an instance, execution and step whose
+    names were stored before it are still answered and still move."""
+    instance, execution = rt.launch("billing", {"run": "x"})
+    execution = rt.move(execution, "STARTED")
+    step = rt.started_step(execution)
+    disguised = [{"name": "ru\u200bn", "type": "string", "value": "x"}]
+    models.JobInstance.objects.filter(pk=instance["id"]).update(
+        job_name="job\u202eevil", identifying_parameters=disguised
+    )
+    models.JobExecution.objects.filter(pk=execution["id"]).update(
+        job_name="job\u202eevil", exit_code="EX\u202eIT"
+    )
+    models.StepExecution.objects.filter(pk=step["id"]).update(
+        step_name="lo\u2028ad", exit_code="EX\u202eIT"
+    )
+    for path in (
+        f"instances/{instance['id']}",
+        "instances",
+        f"executions/{execution['id']}",
+        "executions",
+        f"steps/{step['id']}",
+        f"executions/{execution['id']}/steps",
+    ):
+        viewer.get(path)
+    assert viewer.get(f"executions/{execution['id']}")["exit_code"] == "EX\u202eIT"
+    moved = rt.move(execution, "STOPPING")
+    assert moved["status"] == "STOPPING"

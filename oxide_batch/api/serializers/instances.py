@@ -13,7 +13,7 @@ from oxide_batch.api.serializers.base import Input, Output, PageOutput, at, name
 from oxide_batch.api.shapes import PARAMETER_MAP
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue
-from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.names import NameKind, validate_new_name
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.selectors.instances import InstanceRecord, shown_key_digest
 
@@ -23,6 +23,7 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
     with at(path):
         for parameter_name, value in raw.items():
             parameter = JobParameter.from_json(parameter_name, value, identifying=identifying)
+            validate_new_name(parameter.name, NameKind.PARAMETER)
             if parameter.type is ParameterType.STRING and "\x00" in str(parameter.value):
                 # PostgreSQL cannot store NUL in text or jsonb.
                 raise InvalidParameterValue(reason="a string value must not contain NUL")
