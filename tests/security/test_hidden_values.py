@@ -73,6 +73,16 @@ def test_the_runtime_and_the_operator_keep_the_contract_digest(
     assert launched["instance"]["key_digest"] == true_digest
     assert operator.get(f"instances/{instance_id}")["key_digest"] == true_digest
     assert rt.get("instances")["results"][0]["key_digest"] == true_digest
+    fused = rt.post(
+        "launches",
+        {
+            "job_name": JOB,
+            "identifying_parameters": {"customer_id": CUSTOMER + 1, "business_date": DAY},
+            "owner_token": "ab" * 16,
+        },
+        201,
+    )
+    assert fused["instance"]["key_digest"] == key(CUSTOMER + 1, DAY).digest
 
 
 def test_a_viewer_brute_force_finds_nothing_in_any_api_answer(
