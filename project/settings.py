@@ -155,6 +155,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/oxide_batch/login_locked.html"
 # The lockouts are read and cleared with axes' commands, not in the console.
 AXES_ENABLE_ADMIN = False
+# No "AXES: BEGIN …" line on every start (a command's output stays its own);
+# each failure and lockout is still an event line of the app's.
+AXES_VERBOSE = False
 
 TEMPLATES = [
     {

@@ -2,23 +2,25 @@
 goes through the services), viewers read via ``view_batch``, a paginator that
 never counts a whole table, bounded linked tables for drill-down, and refusals
 answered in the console's frame on every URL of the app's pages (on any admin
-site: a host project's too, with no ``handler403`` of its own)."""
+site: a host project's too, with no ``handler403`` of its own), with every
+invisible character a page shows written as its escape (decision 201)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import SimpleTemplateResponse
 from django.urls import URLPattern, URLResolver, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
-from oxide_batch.admin.visible import shown_visibly
 from oxide_batch.admin_site import refusing
-from oxide_batch.domain.names import MAX_IDENTIFIER
+from oxide_batch.domain.names import MAX_IDENTIFIER, escape_invisible
 from oxide_batch.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
 
 LINKED_ROWS = 50
@@ -110,6 +112,43 @@ def linked_rows(
         more=more,
         more_url=reverse(f"admin:oxide_batch_{model}_changelist") + f"?{query}",
     )
+
+
+# -- names show what they hold (decision 201): a name stored before names refused
+# invisible characters, or a partition key (which may hold them, contract §2.4.1),
+# is shown with each such character written as its escape (``job\\u202eevil``),
+# in lists, detail pages, titles and attributes alike. Applied once to each page
+# the app's admin views render, after the template: every place a stored string
+# reaches is covered, and the console's own templates hold no such character.
+
+# The answers whose text a reader sees (a page, a drawing).
+SHOWN_TYPES = ("text/html", "image/svg+xml")
+
+
+def _escaped(response: HttpResponse) -> HttpResponse:
+    content_type = response.get("Content-Type", "")
+    if not content_type.startswith(SHOWN_TYPES) or response.streaming:
+        return response
+    charset = response.charset or "utf-8"
+    text = response.content.decode(charset)
+    shown = escape_invisible(text)
+    if shown != text:
+        response.content = shown.encode(charset)
+    return response
+
+
+def shown_visibly(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, its answer's invisible characters written as escapes."""
+
+    @wraps(view)
+    def visible(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
+            response.add_post_render_callback(_escaped)
+            return response
+        return _escaped(response)
+
+    return visible
 
 
 # Generic only for the type checker: without django_stubs_ext's monkeypatch

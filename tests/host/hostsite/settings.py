@@ -54,6 +54,7 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = 5
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_LOCKOUT_TEMPLATE = "admin/oxide_batch/login_locked.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "hostsite.urls"
 AUTH_USER_MODEL = "accounts.Member"
