@@ -100,9 +100,9 @@ class InstanceOutput(Output):
     key_digest = serializers.SerializerMethodField(
         help_text=(
             "For readers who may read payloads (runtimes, operators): SHA-256 of the "
-            "version-1 key encoding (contract §2.2.1). For other readers (viewers): "
-            "HMAC-SHA256 of it under a server secret, so hidden values cannot be "
-            "confirmed by hashing guesses (decision 200)."
+            "version-1 key encoding. For other readers (viewers): HMAC-SHA256 of it "
+            "under a server secret, so a hidden parameter value cannot be confirmed by "
+            "hashing guesses."
         )
     )
     parameters = serializers.SerializerMethodField(
