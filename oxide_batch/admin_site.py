@@ -37,7 +37,7 @@ from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -50,6 +50,8 @@ APP_LABEL = "oxide_batch"
 BASE_PERMISSION = roles.perm(roles.VIEW_BATCH)
 REFUSAL_TEMPLATE = "admin/oxide_batch/403.html"
 REFUSAL_TITLE = "Permission needed"
+NOT_FOUND_TEMPLATE = "admin/oxide_batch/404.html"
+NOT_FOUND_TITLE = "Not found"
 PERMISSION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\Z")
 # The suffix of an admin URL's name → the model permission Django checks there.
 ADMIN_URL_ACTIONS = (
@@ -94,7 +96,8 @@ class ConsoleAdminConfig(AdminConfig):
 
 
 def refusing(view: View, site: admin.AdminSite) -> View:
-    """``view``, answering a ``PermissionDenied`` with :func:`refusal_response`."""
+    """``view``, answering a ``PermissionDenied`` with :func:`refusal_response`
+    and an ``Http404`` with :func:`not_found_response` (both in the console's frame)."""
 
     @wraps(view)
     def refused_in_frame(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -102,8 +105,32 @@ def refusing(view: View, site: admin.AdminSite) -> View:
             return view(request, *args, **kwargs)
         except PermissionDenied as exception:
             return refusal_response(request, exception, site)
+        except Http404 as exception:
+            return not_found_response(request, exception, site)
 
     return refused_in_frame
+
+
+def not_found_response(
+    request: HttpRequest, exception: Http404, site: admin.AdminSite
+) -> HttpResponse:
+    """The 404 page in the admin's frame (issue 39): what was not found — the
+    exception's message, which the console's views write for a reader (a row
+    id that is no row: never there, or purged) — and the way back. Django's
+    admin answers a missing row by redirecting to the admin's start page with
+    a message; the console says it where it was asked."""
+    message = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    back_url, back_label = back_link(request, site)
+    context = {
+        **site.each_context(request),
+        "title": NOT_FOUND_TITLE,
+        "message": message or "There is no such page in the console.",
+        "back_url": back_url,
+        "back_label": back_label,
+    }
+    response = render(request, NOT_FOUND_TEMPLATE, context, status=404)
+    add_never_cache_headers(response)
+    return response
 
 
 def needed_permissions(request: HttpRequest, exception: BaseException | None) -> list[str]:

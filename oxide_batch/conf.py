@@ -17,12 +17,15 @@ its variables through unparsed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, cast, overload
+from urllib.parse import urlsplit
 
 from django.apps import AppConfig
 from django.conf import settings as django_settings
@@ -118,6 +121,37 @@ def _names(value: object) -> tuple[str, ...]:
         if item.strip():
             names.append(item.strip())
     return tuple(names)
+
+
+def _fernet_keys(value: object) -> tuple[str, ...]:
+    """Fernet keys: each 32 bytes in URL-safe base64 (``Fernet.generate_key()``)."""
+    keys = _names(value)
+    for key in keys:
+        try:
+            raw = base64.urlsafe_b64decode(key.encode())
+        except (ValueError, binascii.Error):
+            raw = b""
+        if len(raw) != 32:
+            raise ValueError("each key must be a Fernet key (32 bytes, URL-safe base64)")
+    return keys
+
+
+def _base_url(value: object) -> str:
+    """Empty, or an absolute http(s) URL (the console's base, without a query)."""
+    text = _text(value).strip()
+    parts = urlsplit(text)
+    if text and (parts.scheme not in {"http", "https"} or not parts.netloc or parts.query):
+        raise ValueError(
+            f"expected an absolute http(s) URL such as https://batch.example.com, got {text!r}"
+        )
+    return text
+
+
+def _positive_duration(value: object) -> timedelta:
+    duration = _duration(value)
+    if duration <= timedelta(0):
+        raise ValueError("must be more than 0s")
+    return duration
 
 
 def _visible_parameters(value: object) -> frozenset[str]:
@@ -261,6 +295,30 @@ class BatchSettings:
     # After a successful POST in the console, that browser reads the primary this long.
     REPLICA_PIN = AppSetting(
         "OXIDE_BATCH_REPLICA_PIN", timedelta(seconds=15), _duration, "oxide_batch.E116"
+    )
+
+    # Notifications (issue 41, docs/notifications.md): the Fernet keys that seal
+    # destinations (the first encrypts; empty: one derived from SECRET_KEY), the
+    # hosts a webhook may reach over plain http, the console's base URL a
+    # payload links to, and the delivery's retries.
+    NOTIFY_KEYS = AppSetting[tuple[str, ...]](
+        "OXIDE_BATCH_NOTIFY_KEYS", (), _fernet_keys, "oxide_batch.E117"
+    )
+    WEBHOOK_HTTP_HOSTS = AppSetting[tuple[str, ...]](
+        "OXIDE_BATCH_WEBHOOK_HTTP_HOSTS", (), _names, "oxide_batch.E118"
+    )
+    CONSOLE_URL = AppSetting("OXIDE_BATCH_CONSOLE_URL", "", _base_url, "oxide_batch.E119")
+    NOTIFY_ATTEMPTS = AppSetting(
+        "OXIDE_BATCH_NOTIFY_ATTEMPTS", 8, _integer(1, 100), "oxide_batch.E120"
+    )
+    NOTIFY_BACKOFF = AppSetting(
+        "OXIDE_BATCH_NOTIFY_BACKOFF", timedelta(seconds=2), _duration, "oxide_batch.E121"
+    )
+    NOTIFY_BACKOFF_MAX = AppSetting(
+        "OXIDE_BATCH_NOTIFY_BACKOFF_MAX", timedelta(minutes=10), _duration, "oxide_batch.E122"
+    )
+    NOTIFY_TIMEOUT = AppSetting(
+        "OXIDE_BATCH_NOTIFY_TIMEOUT", timedelta(seconds=10), _positive_duration, "oxide_batch.E123"
     )
 
     def __init__(self) -> None:

@@ -818,3 +818,132 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_prefix}… ({self.name})"
+
+
+# -- notifications (issue 41; docs/notifications.md) ----------------------------------------
+
+NOTIFICATION_DESTINATIONS = ["webhook", "slack", "email"]
+DELIVERY_STATES = ["pending", "delivered", "dead"]
+
+
+class NotificationEvent(models.Model):
+    """The outbox: one row per event, inserted in the transaction of the change
+    it tells of (``repository/outbox.py``). Ids, not foreign keys: an event
+    outlives nothing it names but is never blocked by a purge either.
+    ``dispatched_at``: when its deliveries were made (one per matching rule;
+    none when no rule wants it — settled at once)."""
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=40)
+    job_name = models.CharField(max_length=128)
+    job_instance_id = models.BigIntegerField(null=True, blank=True)
+    job_execution_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=9, blank=True)
+    occurred_at = models.DateTimeField()
+    data = models.JSONField(default=dict)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ob_notification_event"
+        indexes = [
+            models.Index(
+                fields=["id"],
+                condition=Q(dispatched_at__isnull=True),
+                name="ob_notif_event_undispatched",
+            ),
+            models.Index(fields=["job_execution_id"], name="ob_notif_event_execution"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of execution {self.job_execution_id}"
+
+
+class NotificationRule(models.Model):
+    """Who hears what: job-name globs × event kinds × one destination, whose
+    URL, secret or addresses are stored encrypted (``destination_sealed``,
+    Fernet) and never shown again; ``destination_hint`` is what may be shown."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=64, unique=True)
+    job_patterns = models.JSONField()
+    kinds = models.JSONField()
+    destination = models.CharField(
+        max_length=8, choices=[(d, d) for d in NOTIFICATION_DESTINATIONS]
+    )
+    destination_sealed = models.TextField()
+    destination_hint = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_notification_rule"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(destination__in=NOTIFICATION_DESTINATIONS),
+                name="ob_notif_rule_destination",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NotificationDelivery(models.Model):
+    """One (event, rule) delivery: ``webhook_id`` is its stable id, repeated by
+    every attempt; a claim is a lease (``claimed_until``) with its token."""
+
+    id = models.BigAutoField(primary_key=True)
+    event = models.ForeignKey(
+        NotificationEvent, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    rule = models.ForeignKey(NotificationRule, on_delete=models.CASCADE, related_name="deliveries")
+    webhook_id = models.CharField(max_length=40, unique=True)
+    state = models.CharField(max_length=9, choices=[(s, s) for s in DELIVERY_STATES])
+    attempts = models.IntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    claim = models.CharField(max_length=32, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField()
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ob_notification_delivery"
+        constraints = [
+            models.UniqueConstraint(fields=["event", "rule"], name="ob_notif_delivery_once"),
+            models.CheckConstraint(
+                condition=Q(state__in=DELIVERY_STATES), name="ob_notif_delivery_state"
+            ),
+            models.CheckConstraint(condition=Q(attempts__gte=0), name="ob_notif_attempts"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(state="pending"),
+                name="ob_notif_delivery_due",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} ({self.state})"
+
+
+class NotificationRuleChange(AuditModel):
+    """Append-only audit of every change to a rule (never its secret or URL)."""
+
+    id = models.BigAutoField(primary_key=True)
+    rule_id = models.BigIntegerField(null=True, blank=True)
+    rule_name = models.CharField(max_length=64)
+    action = models.CharField(max_length=16)
+    actor = models.CharField(max_length=128)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    details = models.JSONField(default=dict)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_notification_rule_change"
+        indexes = [models.Index(fields=["-changed_at"], name="ob_notif_rule_changed")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.rule_name}"

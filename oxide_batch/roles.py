@@ -35,6 +35,9 @@ ABANDON_EXECUTION = "abandon_execution"
 STOP_EXECUTION = "stop_execution"
 HOLD_INSTANCE = "hold_instance"
 PURGE_METADATA = "purge_metadata"
+# Defining who hears what (issue 41): a permission of its own, granted to
+# ``batch-operator`` by migration 0022 (not one of the five actions above).
+MANAGE_NOTIFICATIONS = "manage_notifications"
 # Each operator action's own permission (contract §4.1).
 OPERATOR_PERMISSIONS = (
     RECOVER_EXECUTION,
@@ -53,6 +56,7 @@ PERMISSIONS: Mapping[str, str] = {
     STOP_EXECUTION: "Can request the stop of an execution",
     HOLD_INSTANCE: "Can place and release retention holds",
     PURGE_METADATA: "Can survey and apply retention purges",
+    MANAGE_NOTIFICATIONS: "Can manage notification rules and deliveries",
 }
 
 VIEWER = "batch-viewer"
@@ -62,7 +66,7 @@ OPERATOR = "batch-operator"
 ROLES: Mapping[str, tuple[str, ...]] = {
     VIEWER: (VIEW_BATCH,),
     RUNTIME: (VIEW_BATCH, RUN_BATCH, VIEW_BATCH_PAYLOAD),
-    OPERATOR: (VIEW_BATCH, VIEW_BATCH_PAYLOAD, *OPERATOR_PERMISSIONS),
+    OPERATOR: (VIEW_BATCH, VIEW_BATCH_PAYLOAD, *OPERATOR_PERMISSIONS, MANAGE_NOTIFICATIONS),
 }
 
 

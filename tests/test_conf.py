@@ -46,7 +46,15 @@ DEFAULTS: dict[str, Any] = {
     "REPLICA_DATABASE": "",
     "REPLICA_LAG_NOTICE": timedelta(seconds=5),
     "REPLICA_PIN": timedelta(seconds=15),
+    "NOTIFY_KEYS": (),
+    "WEBHOOK_HTTP_HOSTS": (),
+    "CONSOLE_URL": "",
+    "NOTIFY_ATTEMPTS": 8,
+    "NOTIFY_BACKOFF": timedelta(seconds=2),
+    "NOTIFY_BACKOFF_MAX": timedelta(minutes=10),
+    "NOTIFY_TIMEOUT": timedelta(seconds=10),
 }
+FERNET_KEY = "x" * 43 + "="
 LINK = "https://logs.example.com/search?q=failure_id:{failure_id}&job={job_name}"
 # (attribute, the value a host project writes, the text a variable gives, the value read)
 FORMS: list[tuple[str, Any, str, Any]] = [
@@ -77,6 +85,18 @@ FORMS: list[tuple[str, Any, str, Any]] = [
     ("REPLICA_DATABASE", None, " ", ""),
     ("REPLICA_LAG_NOTICE", timedelta(seconds=30), "30s", timedelta(seconds=30)),
     ("REPLICA_PIN", timedelta(0), "0s", timedelta(0)),
+    ("NOTIFY_KEYS", [FERNET_KEY], f"{FERNET_KEY}, ", (FERNET_KEY,)),
+    ("WEBHOOK_HTTP_HOSTS", ["127.0.0.1"], "127.0.0.1", ("127.0.0.1",)),
+    (
+        "CONSOLE_URL",
+        "https://batch.example.com",
+        "https://batch.example.com",
+        "https://batch.example.com",
+    ),
+    ("NOTIFY_ATTEMPTS", 3, "3", 3),
+    ("NOTIFY_BACKOFF", timedelta(milliseconds=100), "100ms", timedelta(milliseconds=100)),
+    ("NOTIFY_BACKOFF_MAX", timedelta(minutes=1), "1m", timedelta(minutes=1)),
+    ("NOTIFY_TIMEOUT", timedelta(seconds=5), "5s", timedelta(seconds=5)),
 ]
 # (attribute, an invalid value, what the message says after "NAME: ")
 INVALID: list[tuple[str, Any, str]] = [
@@ -112,6 +132,13 @@ INVALID: list[tuple[str, Any, str]] = [
     ("REPLICA_DATABASE", "default", "names the primary ('default'), not a replica"),
     ("REPLICA_LAG_NOTICE", 5, "expected a timedelta or a duration"),
     ("REPLICA_PIN", "soon", "invalid duration 'soon'"),
+    ("NOTIFY_KEYS", "not-a-key", "each key must be a Fernet key"),
+    ("WEBHOOK_HTTP_HOSTS", 42, "expected a list of strings"),
+    ("CONSOLE_URL", "batch.example.com", "expected an absolute http(s) URL"),
+    ("NOTIFY_ATTEMPTS", "0", "must be 1..100, got 0"),
+    ("NOTIFY_BACKOFF", 2, "expected a timedelta or a duration"),
+    ("NOTIFY_BACKOFF_MAX", "forever", "invalid duration 'forever'"),
+    ("NOTIFY_TIMEOUT", "0s", "must be more than 0s"),
 ]
 
 
@@ -253,8 +280,19 @@ BAD_ENVIRONMENT = {
     "OXIDE_BATCH_REPLICA_DATABASE": "replica",  # no DATABASE_REPLICA_URL: no such alias
     "OXIDE_BATCH_REPLICA_LAG_NOTICE": "5",
     "OXIDE_BATCH_REPLICA_PIN": "15 s",
+    "OXIDE_BATCH_NOTIFY_KEYS": "short",
+    "OXIDE_BATCH_WEBHOOK_HTTP_HOSTS": "127.0.0.1",  # text is always a valid list
+    "OXIDE_BATCH_CONSOLE_URL": "ftp://x",
+    "OXIDE_BATCH_NOTIFY_ATTEMPTS": "many",
+    "OXIDE_BATCH_NOTIFY_BACKOFF": "2",
+    "OXIDE_BATCH_NOTIFY_BACKOFF_MAX": "10 m",
+    "OXIDE_BATCH_NOTIFY_TIMEOUT": "0ms",
 }
-ALWAYS_VALID = {"OXIDE_BATCH_VISIBLE_PARAMETERS", "OXIDE_BATCH_METRICS_TOKEN"}
+ALWAYS_VALID = {
+    "OXIDE_BATCH_VISIBLE_PARAMETERS",
+    "OXIDE_BATCH_METRICS_TOKEN",
+    "OXIDE_BATCH_WEBHOOK_HTTP_HOSTS",
+}
 
 
 def test_manage_py_check_refuses_each_bad_variable_by_name_and_id():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import io
+from datetime import datetime, timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from oxide_batch import models
 
@@ -63,3 +64,40 @@ def test_demo_workload_if_empty_does_not_duplicate():
     call_command("demo_workload", "--if-empty", stdout=out)
     assert models.JobExecution.objects.count() == before
     assert "skipped" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("at", "days", "month", "period"),
+    [
+        # A year's first day: the nightly runs' days and the months are last year's.
+        ("2027-01-01T00:30:00Z", ["2026-12-29", "2026-12-30", "2026-12-31"], "2026-11", "2026-12"),
+        # Leap day, just before midnight.
+        (
+            "2028-02-29T23:59:00+00:00",
+            ["2028-02-26", "2028-02-27", "2028-02-28"],
+            "2027-12",
+            "2028-01",
+        ),
+    ],
+)
+def test_demo_workload_at_an_instant_is_dated_from_it(at, days, month, period):
+    """``--at`` records the workload as if it were that instant: every date and
+    month the demo names comes from it, none from the machine's calendar."""
+    call_command("demo_workload", "--at", at, stdout=io.StringIO())
+    start = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    nightly = models.JobInstance.objects.filter(job_name="nightly_import").order_by("pk")
+    dates = [instance.identifying_parameters[0]["value"] for instance in nightly]
+    assert dates == [*days, start.date().isoformat()]
+    report = models.JobInstance.objects.get(job_name="report_build")
+    ledger = models.JobInstance.objects.get(job_name="ledger_post")
+    assert report.identifying_parameters[0]["value"] == month
+    assert ledger.identifying_parameters[0]["value"] == period
+    latest = models.JobExecution.objects.order_by("-created_at").first()
+    assert start - timedelta(hours=6) <= latest.created_at <= start
+
+
+@pytest.mark.parametrize("at", ["yesterday", "2027-01-01T00:00:00"])
+def test_demo_workload_refuses_an_unclear_instant(at):
+    with pytest.raises(CommandError, match="--at"):
+        call_command("demo_workload", "--at", at, stdout=io.StringIO())
+    assert not models.JobExecution.objects.exists()

@@ -12,7 +12,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import SimpleTemplateResponse
 from django.urls import URLPattern, URLResolver, reverse
 from django.utils.html import format_html, format_html_join
@@ -200,6 +200,20 @@ class NoEditsAdmin(_ModelAdmin):
         if lookup not in allowed and lookup.split("__", 1)[0] not in allowed:
             return False
         return super().lookup_allowed(lookup, value, request)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        """The row, or ``Http404`` saying which id is no row — answered with
+        the console's 404 page (:func:`oxide_batch.admin_site.refusing`), where
+        Django's admin would redirect to its start page with a message."""
+        found = super().get_object(request, object_id, from_field)
+        if found is None:
+            raise Http404(
+                f"There is no {self.opts.verbose_name} #{object_id[:40]}: it never "
+                "existed, or it was purged."
+            )
+        return found
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

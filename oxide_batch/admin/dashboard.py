@@ -26,6 +26,7 @@ from oxide_batch.admin.display import ago, badge, human, when
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 from oxide_batch.roles import VIEW_BATCH, perm
+from oxide_batch.selectors.console import owner_names
 from oxide_batch.selectors.dashboard import (
     CONSOLE_WINDOW_DAYS,
     executions_by_day,
@@ -63,6 +64,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         lease_ttl=batch_settings.LEASE_TTL,
     )
     operate = can(request, EXECUTION_ACTIONS["recover"].permission)
+    claimants = owner_names([view.id for view in unresolved if view.owner_recorded])
     unresolved_rows = [
         {
             "id": view.id,
@@ -73,7 +75,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
             "job": view.execution.job_name,
             "attempt": view.execution.attempt,
             "activity": when(view.activity_at, now),
-            "owner": "owner recorded" if view.owner_recorded else "no owner",
+            "owner": _owner(view.owner_recorded, view.id, claimants),
             "stop": _stop(view.stop_requested_at, now),
         }
         for view in unresolved
@@ -117,6 +119,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "title": "Batch dashboard",
         "as_of": _as_of(now),
         "stale_after": human(stale_after),
+        "lease_ttl": human(batch_settings.LEASE_TTL),
         "refresh_seconds": REFRESH_SECONDS if auto_refresh else None,
         "refresh_url": _query(request, refresh=str(REFRESH_SECONDS) if auto_refresh else None),
         "refresh_on_url": _query(request, refresh=str(REFRESH_SECONDS)),
@@ -132,6 +135,14 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "grid": grid,
     }
     return TemplateResponse(request, "admin/oxide_batch/dashboard.html", context)
+
+
+def _owner(recorded: bool, pk: int, claimants: dict[int, str | None]) -> str:
+    """Who claimed an unresolved row: the claimant's username."""
+    if not recorded:
+        return "no owner"
+    name = claimants.get(pk)
+    return f"user {name}" if name else "owner recorded (account gone)"
 
 
 def _stop(requested_at: datetime | None, now: datetime) -> SafeString:

@@ -197,6 +197,7 @@ def failure(
     job_name: str,
     decision_id: int | None = None,
     given: bool = False,
+    decided_by: str | None = None,
 ) -> SafeString:
     """A redacted failure as an operator can use it: the category, what it means
     and what is usually done, and the failure id — a link to its text when
@@ -207,10 +208,12 @@ def failure(
     :func:`recorded_by_decision`) was never logged by a runtime. With an id the
     server generated it is no log-search key, and the line links the decision
     that recorded it instead; with an id the operator gave (``given``: a key of
-    their logs) it is searched as usual, and the decision is named beside it."""
+    their logs) it is searched as usual, and the decision is named beside it.
+    ``decided_by``, that decision's actor, says who resolved a STALE_RECOVERED
+    failure (the watchdog or an operator)."""
     if not category or failure_id is None:
         return format_html("{}", "—")
-    help_ = failure_help(category)
+    help_ = failure_help(category, decided_by=decided_by if decision_id is not None else None)
     if decision_id is not None and not given:
         return format_html(
             '<div class="ob-failure"><strong>{}</strong>{}<br>failure id <code>{}</code> — '
@@ -281,6 +284,7 @@ def execution_failure(execution: Any) -> SafeString:
         job_name=execution.job_name,
         decision_id=recorded_by_decision(execution.recovery_decision_id, execution.failed_at),
         given=bool(getattr(execution, "failure_id_given", False)),
+        decided_by=getattr(execution, "recovery_actor", None),
     )
 
 

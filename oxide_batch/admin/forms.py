@@ -36,6 +36,7 @@ a bad note is an error beside the field and nothing is applied.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,16 @@ REASON_EXAMPLES = {
 }
 ALTERED = "This form was altered: reload the page."
 SEAL_SALT = "oxide_batch.admin.forms.seal"
+# A line break in the override note, with the spaces and tabs beside it.
+_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
+
+
+def one_paragraph(text: str) -> str:
+    """A note typed in a text box as the one line the audit keeps: the line
+    breaks at its end dropped, each other one (with the spaces beside it) one
+    space. Nothing else changes: surrounding spaces are still the domain's to
+    refuse."""
+    return _LINE_BREAK.sub(" ", text.strip("\r\n"))
 
 
 def seal(pk: int, version: int | None, digest: str | None, marked: bool = False) -> str:
@@ -212,8 +223,13 @@ class ActionForm(forms.Form):
                 required=False,
                 strip=False,  # checked as written: the audit shows it so
                 help_text="Required with the override: why you know the worker is gone "
-                f"(one line, at most {OVERRIDE_NOTE_MAX_BYTES} bytes, no surrounding spaces).",
-                widget=forms.TextInput(attrs={"maxlength": OVERRIDE_NOTE_MAX_BYTES, "size": 60}),
+                f"(at most {OVERRIDE_NOTE_MAX_BYTES} bytes, no surrounding spaces; the "
+                "decision records it as one paragraph: a line break becomes a space).",
+                # Room to write and re-read a note of up to 1000 bytes; the audit
+                # keeps one line (the domain refuses control characters).
+                widget=forms.Textarea(
+                    attrs={"maxlength": OVERRIDE_NOTE_MAX_BYTES, "rows": 4, "cols": 60}
+                ),
             )
         for pk in self.field_ids:
             self.fields[f"operation_{pk}"] = forms.CharField(
@@ -362,7 +378,8 @@ class ActionForm(forms.Form):
         """A ticked override needs a valid note (the domain's rule); a note
         without the override is refused rather than silently dropped."""
         ticked = bool(cleaned.get("override"))
-        note = cleaned.get("override_note") or ""
+        note = one_paragraph(cleaned.get("override_note") or "")
+        cleaned["override_note"] = note
         if ticked and not note:
             self.add_error(
                 "override_note",

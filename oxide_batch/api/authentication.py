@@ -1,7 +1,7 @@
 """Token authentication against hashed tokens, with the batch permissions, in one query.
 
 ``Authorization: Token <token>`` as DRF's ``TokenAuthentication`` reads it
-(same header parsing, 401 answers and ``WWW-Authenticate: Token``), and the same
+(same header parsing, 401 answers and ``WWW-Authenticate: Token, Bearer``), and the same
 token as ``Authorization: Bearer <token>`` (RFC 6750: what most HTTP clients and
 API gateways send; contract §4.1), the keyword compared case-insensitively.
 The token's first 12 characters find its row (one indexed lookup, which also
@@ -61,6 +61,8 @@ def authenticate_token(token: str) -> tuple[Any, Any]:
 
 #: The Authorization keywords that carry a token: DRF's own and RFC 6750's.
 KEYWORDS = (b"token", b"bearer")
+#: What a 401 challenges with: either keyword, as the header may carry it.
+CHALLENGE = "Token, Bearer"
 
 
 class BatchTokenAuthentication(TokenAuthentication):
@@ -91,6 +93,11 @@ class BatchTokenAuthentication(TokenAuthentication):
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         return authenticate_token(key)
+
+    def authenticate_header(self, request: Any) -> str:
+        """The 401's ``WWW-Authenticate``: both schemes the API reads (RFC 9110
+        §11.6.1, one challenge each) — DRF's ``Token`` and RFC 6750's ``Bearer``."""
+        return CHALLENGE
 
 
 class BatchTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

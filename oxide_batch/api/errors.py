@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DatabaseError
@@ -209,6 +210,21 @@ def _drf_problem(exc: exceptions.APIException) -> tuple[int, dict[str, Any]]:
     return status, problem(status, str(code), message, **members)
 
 
+def too_large() -> dict[str, Any]:
+    """413: the body is over the limit Django reads bodies up to, named with the
+    setting that sets it (``max_bytes`` is the limit)."""
+    limit = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:  # pragma: no cover - Django raises nothing without a limit
+        return problem(413, "request_too_large", "the request body is too large")
+    return problem(
+        413,
+        "request_too_large",
+        f"the request body is larger than the limit of {limit} bytes "
+        "(the setting DATA_UPLOAD_MAX_MEMORY_SIZE sets it): send less in one request",
+        max_bytes=limit,
+    )
+
+
 def problem_for(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]] | None:
     """(status, problem, headers) for an exception the API maps, else ``None``."""
     headers: dict[str, str] = {}
@@ -225,8 +241,7 @@ def problem_for(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]
         }
         status, document = 400, invalid_request(errors)
     elif isinstance(exc, RequestDataTooBig):
-        status = 413
-        document = problem(413, "request_too_large", "the request body exceeds the size limit")
+        status, document = 413, too_large()
     elif isinstance(exc, SuspiciousOperation):
         status, document = 400, problem(400, "suspicious_request", "the request was refused")
     elif isinstance(exc, Http404):

@@ -141,6 +141,8 @@ class BatchSchema(AutoSchema):
                     bound = getattr(field, attribute, None)
                     if bound is not None:
                         schema["properties"][name][keyword] = bound
+                if name in getattr(serializer, "unique_items", ()):
+                    schema["properties"][name]["uniqueItems"] = True
         return schema
 
     def _get_request_body(self, direction: str = "request") -> Any:

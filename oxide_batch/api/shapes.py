@@ -61,11 +61,17 @@ FLOW_TARGET: dict[str, Any] = {
     ]
 }
 
-# A string parameter: at most 64 KiB of UTF-8 (16,384 characters always fit), no NUL.
+# A string parameter: at most 64 KiB of UTF-8, no NUL (decision 224). JSON Schema
+# counts characters, not bytes: maxLength is the bound every refused string
+# breaks (more than 65,536 characters is more than 65,536 bytes), so the schema
+# never forbids what the server takes; the byte rule is stated in words.
 _PARAMETER_STRING: dict[str, Any] = {
     "type": "string",
-    "maxLength": MAX_STRING_PARAMETER_BYTES // 4,
+    "maxLength": MAX_STRING_PARAMETER_BYTES,
     "pattern": "^[^\\x00]*$",
+    "description": f"At most {MAX_STRING_PARAMETER_BYTES:,} UTF-8 bytes (maxLength "
+    "counts characters; a string of fewer characters but more bytes is refused "
+    "too, `parameter_string_too_long`), no NUL.",
 }
 _TYPED_VALUES: dict[ParameterType, dict[str, Any]] = {
     ParameterType.STRING: _PARAMETER_STRING,

@@ -19,13 +19,17 @@ that COMPLETED in an earlier attempt (it is returned as it stands).
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
 from oxide_batch.client.models import Partition, Step
+from oxide_batch.client.pool import PoolBreak, WorkerBeacons, beacon
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
 from oxide_batch.domain.errors import NotRestartable, RestartStateNotFound
 from oxide_batch.domain.state import StateEnvelope
@@ -46,11 +50,16 @@ class PartitionWork:
     watch: ControlWatch
     worker_step: Step
     partition: Partition
+    # Where a process pool's worker says what became of the partition (client.pool).
+    beacons: WorkerBeacons | None = None
 
 
 def run_partition(work: PartitionWork, worker: PartitionWorker) -> None:
     """Run ``worker`` on one partition inside its worker step (any process)."""
-    with StepRun(work.watch, work.worker_step.step_name, created=work.worker_step) as step:
+    with (
+        beacon(work.beacons, work.partition.ordinal),
+        StepRun(work.watch, work.worker_step.step_name, created=work.worker_step) as step,
+    ):
         worker(step, work.partition)
 
 
@@ -181,55 +190,98 @@ def _run_workers(
     """Run every partition and complete each as soon as its worker is done, so
     a crash later in the step keeps it COMPLETED for the restart. Each worker's
     step context has reported and ended its step; a fenced worker stops the
-    completions (nothing is the runtime's to write any more)."""
+    completions (nothing is the runtime's to write any more). When a process
+    pool broke, the partitions it left are settled once the pool has shut down,
+    each by what became of it (:func:`_settle_broken`)."""
     own = executor is None
     pool = ThreadPoolExecutor(max_workers=max_workers) if executor is None else executor
+    beacons = None
+    if isinstance(pool, ProcessPoolExecutor):
+        beacons = WorkerBeacons(tempfile.mkdtemp(prefix="oxide-batch-pool-"))
+        work = [replace(item, beacons=beacons) for item in work]
     fenced: ExecutionFenced | None = None
+    broken: list[PartitionWork] = []
     try:
         futures = {pool.submit(run_partition, item, worker): item for item in work}
         for future in as_completed(futures):
             error = future.exception()
             if isinstance(error, ExecutionFenced):
                 fenced = fenced or error
+            elif isinstance(error, BrokenProcessPool):
+                broken.append(futures[future])
+                continue
             if fenced is None:
                 _settle_worker(run, futures[future], error)
                 _complete(run, futures[future].partition)
+        if broken and fenced is None:
+            # The broken pool terminates its other workers; once it has shut
+            # down, every beacon says what became of its partition.
+            pool.shutdown(wait=True)
+            diagnosis = PoolBreak.read(beacons, [item.partition.ordinal for item in broken])
+            for item in broken:
+                _settle_broken(run, item, diagnosis)
+                _complete(run, item.partition)
     finally:
         if own:
             pool.shutdown(wait=True)
+        if beacons is not None:
+            shutil.rmtree(beacons.directory, ignore_errors=True)
     return fenced
 
 
 def _settle_worker(run: JobRun, item: PartitionWork, error: BaseException | None) -> None:
     """End a worker step its worker left active: STOPPED when the stop was seen
-    as it started (before its step context was entered), else FAILED (a process
-    that died, a start that failed); its partition can then be completed."""
-    client, token = run.client, run.watch.owner_token
-    step = client.step(item.worker_step.id)
+    as it started (before its step context was entered), else FAILED (a start
+    that failed); its partition can then be completed."""
+    step = run.client.step(item.worker_step.id)
     if step.status.is_active and isinstance(error, StopRequested):
-        if step.status is BatchStatus.STARTING:
-            starting = step
-            step = run.watch.write(
-                step.id,
-                lambda: client.transition_step(
-                    starting, starting.version, BatchStatus.STOPPING, owner_token=token
-                ),
-            )
-        stopping = step
-        run.watch.write(
-            step.id,
-            lambda: client.transition_step(
-                stopping, stopping.version, BatchStatus.STOPPED, owner_token=token
-            ),
-        )
+        _stop(run, step)
     elif step.status.is_active:
-        failure = report_failure(
-            RuntimeError(f"worker of partition {item.partition.ordinal} left its step active"),
-            f"partition {item.partition.ordinal}",
-        )
-        run.watch.write(
+        _fail(run, step, item, f"worker of partition {item.partition.ordinal} left its step active")
+
+
+def _settle_broken(run: JobRun, item: PartitionWork, diagnosis: PoolBreak) -> None:
+    """End the worker step of a partition a broken pool left: FAILED when its
+    worker process is the one that died (or which one died is not known), else
+    STOPPED — a healthy worker the pool stopped, or one that never started, is
+    not blamed (the parent takes the dead worker's failure)."""
+    step = run.client.step(item.worker_step.id)
+    if not step.status.is_active:
+        return
+    ordinal = item.partition.ordinal
+    what = diagnosis.what_became_of(ordinal)
+    if diagnosis.died(ordinal) is not None or not diagnosis.dead:
+        _fail(run, step, item, what)
+    else:
+        log.warning("partition %d stopped: %s", ordinal, what)
+        _stop(run, step)
+
+
+def _stop(run: JobRun, step: Step) -> None:
+    client, token = run.client, run.watch.owner_token
+    if step.status is BatchStatus.STARTING:
+        starting = step
+        step = run.watch.write(
             step.id,
             lambda: client.transition_step(
-                step, step.version, BatchStatus.FAILED, failure=failure, owner_token=token
+                starting, starting.version, BatchStatus.STOPPING, owner_token=token
             ),
         )
+    stopping = step
+    run.watch.write(
+        step.id,
+        lambda: client.transition_step(
+            stopping, stopping.version, BatchStatus.STOPPED, owner_token=token
+        ),
+    )
+
+
+def _fail(run: JobRun, step: Step, item: PartitionWork, what: str) -> None:
+    client, token = run.client, run.watch.owner_token
+    failure = report_failure(RuntimeError(what), f"partition {item.partition.ordinal}")
+    run.watch.write(
+        step.id,
+        lambda: client.transition_step(
+            step, step.version, BatchStatus.FAILED, failure=failure, owner_token=token
+        ),
+    )

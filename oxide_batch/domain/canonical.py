@@ -37,9 +37,14 @@ def parse_strict(text: str | bytes) -> Any:
         return json.loads(
             text, object_pairs_hook=_no_repeated_keys, parse_constant=_refuse_constant
         )
-    except (ValueError, RecursionError) as error:
-        if isinstance(error, CanonicalJsonError):
-            raise
+    except CanonicalJsonError:
+        raise
+    except json.JSONDecodeError as error:
+        # Where the parser stopped, so the sender can find it (no text of the body).
+        raise CanonicalJsonError(
+            f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+        ) from None
+    except (ValueError, RecursionError):
         raise CanonicalJsonError("malformed JSON") from None
 
 

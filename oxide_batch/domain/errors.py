@@ -333,7 +333,11 @@ class StaleVersion(LifecycleError):
 
     @property
     def message(self) -> str:
-        return f"expected version {self.expected} but the current version is {self.actual}"
+        return (
+            f"expected version {self.expected} but the stored version is {self.actual}: "
+            "someone else wrote it since you read it; re-read it, and if your change "
+            f"still applies, send it again with expected_version {self.actual}"
+        )
 
 
 @dataclass(eq=False)
@@ -738,7 +742,10 @@ class CompletedInstance(RepositoryError):
 
     @property
     def message(self) -> str:
-        return f"job instance {self.id} is already completed"
+        return (
+            f"job instance {self.id} is already completed and is never run again: "
+            "to run the job again, use new identifying parameters (a new instance)"
+        )
 
 
 @dataclass(eq=False)

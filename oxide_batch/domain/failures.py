@@ -26,6 +26,9 @@ class FailureHelp:
     action: str
 
 
+# How the watchdog's audited actor begins (``watchdog@<host>``, contract §2.5.7).
+WATCHDOG_ACTOR_PREFIX = "watchdog@"
+
 # The seed's documentation of each category, then the usual operator move.
 FAILURE_HELP: dict[FailureCategory, FailureHelp] = {
     C.INVALID_DEFINITION: FailureHelp(
@@ -87,8 +90,8 @@ FAILURE_HELP: dict[FailureCategory, FailureHelp] = {
         "Check for workers still running before restarting; recover what stayed unresolved.",
     ),
     C.STALE_RECOVERED: FailureHelp(
-        "An operator resolved the execution from stale-ownership evidence (its worker went "
-        "silent).",
+        "The execution was resolved from stale-ownership evidence (its worker went silent): "
+        "by an operator, or by the watchdog once the owner's lease expired.",
         "Restart it if the work is still wanted: the restart resumes from the last checkpoint.",
     ),
 }
@@ -96,9 +99,26 @@ FAILURE_HELP: dict[FailureCategory, FailureHelp] = {
 _HELP_BY_CODE = {category.value: help_ for category, help_ in FAILURE_HELP.items()}
 
 
-def failure_help(code: str) -> FailureHelp | None:
-    """The help of a durable category code (``None`` for a code no one knows)."""
-    return _HELP_BY_CODE.get(code)
+def failure_help(code: str, *, decided_by: str | None = None) -> FailureHelp | None:
+    """The help of a durable category code (``None`` for a code no one knows).
+
+    With ``decided_by`` (the actor of the recovery decision that recorded the
+    failure), a ``STALE_RECOVERED`` failure says who resolved it: the watchdog
+    (an actor ``watchdog@<host>``) or an operator, by name."""
+    found = _HELP_BY_CODE.get(code)
+    if found is None or code != C.STALE_RECOVERED.value or not decided_by:
+        return found
+    if decided_by.startswith(WATCHDOG_ACTOR_PREFIX):
+        meaning = (
+            f"The watchdog ({decided_by}) failed the execution: its owner's lease expired "
+            "(the worker went silent and did not renew it)."
+        )
+    else:
+        meaning = (
+            f"An operator ({decided_by}) resolved the execution from stale-ownership "
+            "evidence (its worker went silent)."
+        )
+    return FailureHelp(meaning, found.action)
 
 
 # The placeholders a failure URL template may use (contract §5.5).

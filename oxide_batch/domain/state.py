@@ -39,16 +39,24 @@ class EnvelopeKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class StateLimits:
-    """Size (canonical bytes) and depth (the envelope root counts as 1) bounds."""
+    """Size (canonical bytes) and depth (the envelope root counts as 1) bounds,
+    and what sets each (a setting's name, named in a refusal; ``None``: fixed)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    bytes_set_by: str | None = None
+    depth_set_by: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_bytes <= CEILING_MAX_BYTES:
             raise ValueError(f"max_bytes must be 1..{CEILING_MAX_BYTES}")
         if not 1 <= self.max_depth <= CEILING_MAX_DEPTH:
             raise ValueError(f"max_depth must be 1..{CEILING_MAX_DEPTH}")
+
+
+def _set_by(setting: str | None) -> str:
+    """What a refusal adds about the limit it names: the setting that sets it."""
+    return f" (the setting {setting} sets it)" if setting else " (a fixed limit)"
 
 
 PARTITION_CONTEXT_LIMITS = StateLimits(PARTITION_CONTEXT_MAX_BYTES, DEFAULT_MAX_DEPTH)
@@ -125,13 +133,19 @@ class StateEnvelope:
     def _shallow_enough(levels: int, kind: EnvelopeKind, limits: StateLimits) -> None:
         if levels > limits.max_depth:
             raise InvalidEnvelope(
-                kind=kind.value, reason=f"nested deeper than {limits.max_depth} levels"
+                kind=kind.value,
+                reason=f"nested {levels} levels deep, deeper than the limit of "
+                f"{limits.max_depth}{_set_by(limits.depth_set_by)}",
             )
 
     @staticmethod
     def _small_enough(data: bytes, kind: EnvelopeKind, limits: StateLimits) -> None:
         if len(data) > limits.max_bytes:
-            raise InvalidEnvelope(kind=kind.value, reason=f"larger than {limits.max_bytes} bytes")
+            raise InvalidEnvelope(
+                kind=kind.value,
+                reason=f"{len(data)} bytes of canonical JSON, larger than the limit of "
+                f"{limits.max_bytes} bytes{_set_by(limits.bytes_set_by)}",
+            )
 
     def as_json(self) -> dict[str, Any]:
         return {

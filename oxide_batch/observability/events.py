@@ -210,8 +210,14 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             WARNING,
             ("job_execution_id", "decision_id", "operation_id", "lease_expired_at", "actor"),
             "the watchdog failed an execution whose owner's lease expired (outcome "
-            "recovered; replayed when another watchdog decided it first; would_recover "
-            "with --dry-run)",
+            "recovered; replayed when another watchdog decided it first)",
+        ),
+        _spec(
+            "watchdog.would_recover",
+            INFO,
+            ("job_execution_id", "lease_expired_at", "actor"),
+            "a --dry-run pass found an execution whose owner's lease expired: it would be "
+            "failed, nothing was changed",
         ),
         _spec(
             "watchdog.skipped",

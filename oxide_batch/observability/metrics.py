@@ -42,6 +42,8 @@ from oxide_batch.domain.operator import OperatorAction
 from oxide_batch.domain.retention import PURGE_KINDS, RetentionAction
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.observability.database import bounded_cursor
+from oxide_batch.observability.notify_metrics import NOTIFY_GAUGES
+from oxide_batch.observability.notify_metrics import STATES as NOTIFY_STATE_NAMES
 
 OTHER: Final = "other"
 UNMATCHED_ROUTE: Final = "unmatched"
@@ -55,6 +57,7 @@ METHODS: Final = frozenset(
 )
 STATUS_CLASSES: Final = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", OTHER})
 STATUSES: Final = frozenset(status.value for status in BatchStatus)
+NOTIFY_STATES: Final = frozenset(NOTIFY_STATE_NAMES)
 TRANSITION_KINDS: Final = frozenset({"job", "step"})
 REQUEST_ACTIONS: Final = frozenset(
     [action.value for action in OperatorAction] + [action.value for action in RetentionAction]
@@ -283,6 +286,11 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_executions_estimated": {"status": STATUSES},
         "oxide_batch_unresolved_executions": {},
         "oxide_batch_gauges_refreshed_timestamp_seconds": {},
+        # The notifier's gauges (issue 41, observability/notify_metrics.py).
+        "oxide_batch_notify_deliveries": {"state": NOTIFY_STATES},
+        "oxide_batch_notify_retried_attempts": {},
+        "oxide_batch_notify_undispatched_events": {},
+        "oxide_batch_notify_oldest_pending_seconds": {},
     }
 
 
@@ -446,6 +454,7 @@ def _planner_estimates(cursor: Any, using: str, table: str) -> dict[str, int]:
 seed()
 GAUGES: Final = ExecutionGauges()
 REGISTRY.register(GAUGES)
+REGISTRY.register(NOTIFY_GAUGES)  # issue 41: the notifier's gauges
 REGISTRY.register(GAUGE_REFRESH_FAILURES)
 
 
@@ -456,5 +465,6 @@ def exposition() -> bytes:
         registry = CollectorRegistry()
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         registry.register(GAUGES)
+        registry.register(NOTIFY_GAUGES)
         return generate_latest(registry)
     return generate_latest(REGISTRY)

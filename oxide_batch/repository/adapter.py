@@ -53,7 +53,10 @@ class DjangoJobRepository:
         self.clock: Clock = clock or SystemClock()
         self.using = using
         self.state_limits = state_limits or StateLimits(
-            batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH
+            batch_settings.STATE_MAX_BYTES,
+            batch_settings.STATE_MAX_DEPTH,
+            bytes_set_by="OXIDE_BATCH_STATE_MAX_BYTES",
+            depth_set_by="OXIDE_BATCH_STATE_MAX_DEPTH",
         )
 
     def begin(

@@ -39,7 +39,7 @@ from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepEx
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
-from oxide_batch.repository import hooks, statements
+from oxide_batch.repository import hooks, outbox, statements
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, execution_columns, metadata_columns
 
@@ -93,6 +93,9 @@ def operation(method: Callable[Concatenate[U, P], R]) -> Callable[Concatenate[U,
         self._recorded = []
         try:
             result = method(self, *args, **kwargs)
+            # The outbox (issue 41): the events the operation's facts call for,
+            # in its transaction — every path that ends an execution, one place.
+            outbox.write_events(self._using, self._recorded)
         except DatabaseError as error:
             mapped = translate(error)
             self._poison(mapped)

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 
@@ -26,7 +27,9 @@ def execution_list(queryset: QuerySet[Any]) -> QuerySet[Any]:
     """The executions' list and change page: the owner flag (never the token),
     the instance's parameters, the newest step write (contract §2.5.3: a
     step's runtime write is activity — never the steps' ``updated_at``, which a
-    recovery moves), what became of a failure and whether its id was given."""
+    recovery moves), what became of a failure and whether its id was given,
+    the claimant's username (``owner_name``) and the actor of the recovery
+    decision that resolved it (``recovery_actor``)."""
     annotated: QuerySet[Any] = queryset.defer("owner_token").annotate(
         owner_recorded=owner_recorded(),
         instance_parameters=Subquery(
@@ -37,8 +40,37 @@ def execution_list(queryset: QuerySet[Any]) -> QuerySet[Any]:
         newest_step_write=newest_step_write(),
         **failure_fate_annotations(),
         failure_id_given=failure_id_given(),
+        owner_name=owner_name(),
+        recovery_actor=Subquery(
+            models.RecoveryDecision.objects.filter(pk=OuterRef("recovery_decision_id")).values(
+                "operator_reference"
+            )[:1]
+        ),
     )
     return annotated
+
+
+def owner_name() -> Subquery:
+    """The username of the account that claimed the execution in
+    ``OuterRef``'s row (``owner_user_id``: an id, not a foreign key — the row
+    outlives the account, and then this is ``None``)."""
+    user_model: Any = get_user_model()
+    return Subquery(
+        user_model.objects.filter(pk=OuterRef("owner_user_id")).values(user_model.USERNAME_FIELD)[
+            :1
+        ]
+    )
+
+
+def owner_names(ids: Collection[int]) -> dict[int, str | None]:
+    """The claimant's username of each execution in ``ids`` that has one
+    recorded (one query; ``None`` when the account is gone)."""
+    rows = (
+        models.JobExecution.objects.filter(pk__in=list(ids), owner_user_id__isnull=False)
+        .annotate(owner_name=owner_name())
+        .values_list("pk", "owner_name")
+    )
+    return {int(pk): name for pk, name in rows}
 
 
 def execution_activity(row: Any) -> datetime:

@@ -45,6 +45,7 @@ from oxide_batch.domain.errors import (
     Unavailable,
 )
 from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
+from oxide_batch.domain.failures import WATCHDOG_ACTOR_PREFIX
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.selectors.unresolved import expired_lease_candidates
 from oxide_batch.services.audit import Actor, Outcome
@@ -63,7 +64,7 @@ def watchdog_actor(host: str | None = None) -> Actor:
     """The watchdog's audited actor: ``watchdog@<host>`` (the host name reduced
     to the actor character set), so the audit says which watchdog decided."""
     name = _ACTOR_CHARACTERS.sub("-", host or socket.gethostname()) or "localhost"
-    return Actor(f"watchdog@{name}"[:128])
+    return Actor(f"{WATCHDOG_ACTOR_PREFIX}{name}"[:128])
 
 
 def operation_id(proposal: RecoveryProposal) -> str:

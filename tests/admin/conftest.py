@@ -16,8 +16,17 @@ User = get_user_model()
 
 
 @pytest.fixture
-def demo(db):
-    call_command("demo_workload", stdout=io.StringIO())
+def demo(db) -> datetime:
+    """The demo workload, recorded as of now; the instant it was recorded at,
+    from which a test derives any date it expects (never a literal: issue 37)."""
+    now = datetime.now(UTC)
+    call_command("demo_workload", "--at", now.isoformat(), stdout=io.StringIO())
+    return now
+
+
+def business_day(now: datetime, days_ago: int) -> str:
+    """The ``business_date`` of the demo's nightly run ``days_ago`` days before ``now``."""
+    return (now - timedelta(days=days_ago)).date().isoformat()
 
 
 @pytest.fixture

@@ -177,7 +177,9 @@ def test_a_running_execution_says_why_it_cannot_be_recovered_yet(operator_client
     live = models.JobExecution.objects.filter(job_name="nightly_import", status="STARTED").get()
     html = _execution_page(operator_client, live.pk)
     assert _offered(html, live.pk) == {"stop", "recover"}
-    override = f'/act/recover/?ids={live.pk}">Recover #{live.pk} with an override…</a>'
+    override = (
+        f'/act/recover/?ids={live.pk}&amp;override=1">Recover #{live.pk} with an override…</a>'
+    )
     assert override in html
     actions = html.split('class="ob-actions"', 1)[1]
     assert "/act/recover/" not in actions  # the actions field offers only the stop

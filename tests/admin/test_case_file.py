@@ -178,3 +178,15 @@ def test_a_viewer_is_offered_no_hold_on_an_instance(viewer_client, demo):
     ).content.decode()
     assert "/act/hold/" not in page
     assert "/act/release/" not in page
+
+
+def test_a_stopping_executions_timeline_says_started_to_stopping(admin_client, demo, repo, clock):
+    """The runtime's move to STOPPING is told (its time is not recorded, and
+    the line says so) — issue 39."""
+    stopping = launch(repo, key(run="stopping"))
+    stopping = move(repo, stopping, BatchStatus.STARTED, BatchStatus.STOPPING, clock=clock)
+    html = _page(admin_client, stopping.id)
+    timeline = html.split('class="ob-timeline"', 1)[1].split("</ol>", 1)[0]
+    assert "<strong>now</strong> — STARTED → " in timeline
+    assert ">STOPPING</span> — the runtime is stopping" in timeline
+    assert "the time of that move is not recorded" in timeline

@@ -173,3 +173,14 @@ def test_the_timeline_of_an_unknown_execution_never_reads_running(admin_client, 
 @pytest.mark.parametrize("query", ["?execution=%C2%B2", "?step=99999999999999999999999"])
 def test_odd_ids_on_the_dashboard_are_no_500(admin_client, demo, query):
     assert admin_client.get(reverse("admin:oxide_batch_dashboard") + query).status_code == 200
+
+
+def test_the_unresolved_caption_names_expired_leases(admin_client, demo, settings):
+    """The list holds claimed executions past their owner's lease as well as
+    unowned ones past the stale threshold: its caption says both (issue 39)."""
+    settings.OXIDE_BATCH_LEASE_TTL = "90s"
+    html = page(admin_client)
+    caption = html[html.index('id="ob-unresolved"') :].split("</p>", 1)[0]
+    assert "past its owner's lease (1m 30s, expired leases)" in caption
+    assert "longer than the stale threshold (15m 00s)" in caption
+    assert "UNKNOWN" in caption

@@ -297,7 +297,7 @@ def test_after_a_recovery_the_page_keeps_the_runtimes_activity_and_the_steps_las
     assert after is not None
     assert after.group(1) == activity.group(1)  # not the decision's time
     timeline = _timeline(html)
-    written = step.last_activity_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    written = step.last_activity_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert re.search(
         rf">{written}</time>.*?>{step.step_name}</a> last runtime write", timeline, re.S
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
@@ -58,6 +59,21 @@ def test_an_executions_history_lists_the_recovery_with_its_decision_linked(olga)
     # The index's "Recent actions" (Django's own, from the same entries).
     index = client.get(reverse("admin:index")).content.decode()
     assert f"job execution #{execution.pk}" in index
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_the_history_says_its_times_are_utc(olga, settings, zone):
+    """Every time in the console is UTC and says so; the HISTORY's too, whatever
+    the project's TIME_ZONE (issue 39)."""
+    settings.TIME_ZONE = zone
+    client, actor = olga
+    execution = stuck()
+    service = operator_service(DjangoJobRepository(), stale_after=timedelta(minutes=15))
+    recover_as_proposed(service, execution.pk, actor=actor, operation_id="rec-utc")
+    page = client.get(reverse("admin:oxide_batch_jobexecution_history", args=[execution.pk]))
+    entry = LogEntry.objects.get(object_id=str(execution.pk))
+    at = entry.action_time.astimezone(UTC)
+    assert f">{at:%Y-%m-%d %H:%M:%S} UTC</time>" in page.content.decode()
 
 
 def test_an_instances_history_lists_its_holds(olga):

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from oxide_batch import models
+from tests.admin.conftest import business_day
 
 pytestmark = pytest.mark.django_db
 
@@ -82,10 +83,11 @@ UNBOUNDED_COUNT = re.compile(r"COUNT\(\*\)", re.IGNORECASE)
         "?triage=unresolved",
         "?triage=failed24h",
         "?triage=failed24h&failure_category=USER_COMPONENT",
-        "?q=business_date%3D2026-11-30",
+        "?q=business_date%3D{yesterday}",
     ],
 )
 def test_the_execution_changelist_never_counts_a_whole_table(admin_client, demo, query):
+    query = query.format(yesterday=business_day(demo, 1))  # a value the demo holds
     url = reverse("admin:oxide_batch_jobexecution_changelist") + query
     for sql in _queries(admin_client, url):
         if UNBOUNDED_COUNT.search(sql):
@@ -99,6 +101,29 @@ def test_the_paginator_says_more_than_the_cap(admin_client, demo, monkeypatch):
     monkeypatch.setattr(BoundedCountPaginator, "cap", 3)
     page = admin_client.get(reverse("admin:oxide_batch_jobexecution_changelist"))
     assert b"More than 3 rows match" in page.content
+
+
+@pytest.mark.parametrize("query", ["", "?q=nightly_import"])
+def test_a_capped_list_never_names_the_cap_as_its_total(admin_client, demo, monkeypatch, query):
+    """Past the cap the rows were not counted: the header, the "select all"
+    link and the search's count say "more than N", as the note below does."""
+    from django.contrib import admin
+
+    from oxide_batch.admin.paginator import BoundedCountPaginator
+
+    monkeypatch.setattr(BoundedCountPaginator, "cap", 3)
+    monkeypatch.setattr(admin.site._registry[models.JobExecution], "list_per_page", 2)
+    url = reverse("admin:oxide_batch_jobexecution_changelist") + query
+    text = admin_client.get(url).content.decode()
+    assert "More than 3 rows match" in text
+    assert "3 job executions" not in text.replace("more than 3 job executions", "")
+    assert "Select all 3" not in text
+    assert "All 3 selected" not in text
+    assert "3 results" not in text.replace("more than 3 results", "")
+    assert "Select all matching job executions (more than 3)" in text
+    assert "more than 3 job executions" in text
+    if query:
+        assert "more than 3 results" in text
 
 
 @pytest.mark.parametrize(

@@ -66,11 +66,20 @@ def test_time_labels_are_utc_whatever_the_zone_of_the_input():
     assert axis.dates() == "2026-12-01"
 
 
-def test_an_axis_over_midnight_names_both_dates():
-    axis = time_axis(
-        datetime(2026, 12, 1, 23, 10, tzinfo=UTC), datetime(2026, 12, 2, 1, 5, tzinfo=UTC)
-    )
-    assert axis.dates() == "2026-12-01 to 2026-12-02"
+@pytest.mark.parametrize(
+    ("start", "end", "dates"),
+    [
+        (datetime(2026, 12, 1, 23, 10), datetime(2026, 12, 2, 1, 5), "2026-12-01 to 2026-12-02"),
+        (datetime(2027, 4, 30, 23, 10), datetime(2027, 5, 1, 1, 5), "2027-04-30 to 2027-05-01"),
+        (datetime(2027, 12, 31, 23, 10), datetime(2028, 1, 1, 1, 5), "2027-12-31 to 2028-01-01"),
+        (datetime(2028, 2, 28, 23, 10), datetime(2028, 2, 29, 1, 5), "2028-02-28 to 2028-02-29"),
+    ],
+    ids=["midnight", "month-end", "year-end", "leap-day"],
+)
+def test_an_axis_over_midnight_names_both_dates(start, end, dates):
+    axis = time_axis(start.replace(tzinfo=UTC), end.replace(tzinfo=UTC))
+    assert axis.dates() == dates
+    assert [axis.label(t) for t in axis.ticks][:2] == ["23:00", "23:30"]
 
 
 @settings(max_examples=200, deadline=None)

@@ -18,6 +18,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus
 from oxide_batch.selectors.unresolved import needs_attention_queryset
+from tests.admin.conftest import business_day
 
 pytestmark = pytest.mark.django_db
 
@@ -136,21 +137,22 @@ def test_a_partitioned_execution_counts_each_record_once(admin_client, demo):
 
 @override_settings(OXIDE_BATCH_VISIBLE_PARAMETERS=frozenset({"business_date"}))
 def test_search_by_a_visible_parameter_value(admin_client, demo):
+    day = business_day(demo, 1)  # yesterday's nightly run, as the demo dated it
     instance = models.JobInstance.objects.get(
-        identifying_parameters__0__value="2026-11-30", job_name="nightly_import"
+        identifying_parameters__0__value=day, job_name="nightly_import"
     )
     wanted = set(
         models.JobExecution.objects.filter(job_instance_id=instance.pk).values_list("pk", flat=True)
     )
-    html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date%3D2026-11-30")
+    html = _get(admin_client, reverse(CHANGELIST) + f"?q=business_date%3D{day}")
     assert _listed(html) == wanted
-    html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date+%3D+2026-11-30")
+    html = _get(admin_client, reverse(CHANGELIST) + f"?q=business_date+%3D+{day}")
     assert _listed(html) == wanted  # spaces around "=" do not matter
     html = _get(admin_client, reverse(CHANGELIST) + "?q=business_date%3D1999-01-01")
     assert _listed(html) == set()
     instances = _get(
         admin_client,
-        reverse("admin:oxide_batch_jobinstance_changelist") + "?q=business_date%3D2026-11-30",
+        reverse("admin:oxide_batch_jobinstance_changelist") + f"?q=business_date%3D{day}",
     )
     assert _listed(instances) == {instance.pk}
 

@@ -197,7 +197,7 @@ def test_a_refused_token_is_a_401_problem_with_www_authenticate(
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     response = client.get(url("descriptor"))
     body = problem(response, 401, "authentication_failed")
-    assert response["WWW-Authenticate"] == "Token"
+    assert response["WWW-Authenticate"] == "Token, Bearer"
     assert (
         body["detail"]
         == {

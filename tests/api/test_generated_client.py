@@ -214,7 +214,9 @@ def test_the_generated_client_drives_a_lifecycle(
             body=m.StepRequest(step_name="load"),
             status=201,
         )
-        assert isinstance(step, m.Step)
+        # The create answer's own type: a step created STARTED would carry the
+        # checkpoint and context it took over (decision 223).
+        assert isinstance(step, m.StepCreated)
         assert (step.status, step.node_id) == (S.STARTING, "load")
         step = call(
             op["transition_step"],

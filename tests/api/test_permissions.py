@@ -114,7 +114,7 @@ def test_permission_matrix(
         body = problem(response, due)
         assert body["code"] == ("not_authenticated" if due == 401 else "permission_denied")
         if due == 401:
-            assert response["WWW-Authenticate"] == "Token"
+            assert response["WWW-Authenticate"] == "Token, Bearer"
 
 
 def test_every_routed_path_is_in_the_matrix() -> None:

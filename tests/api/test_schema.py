@@ -198,15 +198,18 @@ def test_the_migrations_create_the_roles_the_api_checks(db: None) -> None:
 
     groups = importlib.import_module("oxide_batch.migrations.0009_api_groups")
     actions = importlib.import_module("oxide_batch.migrations.0013_operator_action_permissions")
+    notify = importlib.import_module("oxide_batch.migrations.0022_i41_notifications")
     legacy = {"operate_batch"}
     migrated = {
         **{code: name for code, name in groups.PERMISSIONS.items() if code not in legacy},
         **actions.PERMISSIONS,
+        **notify.PERMISSIONS,
     }
     assert dict(roles.PERMISSIONS) == migrated
     assert set(roles.OPERATOR_PERMISSIONS) == set(actions.PERMISSIONS)
     expected = {name: set(codes) - legacy for name, codes in groups.ROLES.items()}
     expected[actions.GROUP] |= set(actions.PERMISSIONS)
+    expected[notify.GROUP] |= set(notify.PERMISSIONS)
     assert {name: set(codes) for name, codes in roles.ROLES.items()} == expected
     for name, codenames in roles.ROLES.items():
         granted = set(Group.objects.get(name=name).permissions.values_list("codename", flat=True))

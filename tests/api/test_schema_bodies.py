@@ -151,6 +151,28 @@ def test_parameter_values_are_schema_valid_exactly_when_taken(
     assert (answer.status_code in (200, 201)) is accepted, answer.content
 
 
+# A string value is at most 65,536 UTF-8 bytes, in either map (decision 224):
+# the schema's maxLength (characters) forbids only what the server refuses.
+LONG_VALUES = [
+    ("16,385 characters", "x" * 16_385, True),
+    ("65,536 characters", "x" * 65_536, True),
+    ("65,536 bytes in 32,768 characters", "é" * 32_768, True),
+    ("65,537 characters", "x" * 65_537, False),
+    ("typed, 65,537 characters", {"type": "string", "value": "x" * 65_537}, False),
+]
+
+
+@pytest.mark.parametrize(("case", "value", "accepted"), LONG_VALUES)
+@pytest.mark.parametrize("member", ["identifying_parameters", "non_identifying_parameters"])
+def test_a_long_string_value_is_schema_valid_exactly_when_taken(
+    components: dict[str, Any], rt: Runtime, member: str, case: str, value: Any, accepted: bool
+) -> None:
+    body = {"job_name": "import_job", member: {"p": value}}
+    assert schema_valid(components, "InstanceRequest", body) is accepted
+    answer = rt.post("instances", body)
+    assert (answer.status_code in (200, 201)) is accepted, answer.content[:300]
+
+
 def upgrade(mapping: Any) -> dict[str, Any]:
     """An upgrade edge between two unknown definitions, with ``mapping``."""
     return {
@@ -243,6 +265,8 @@ KEYS = [
     ("a control character", "lo\x01ad", False),
     ("leading whitespace", " load", False),
     ("trailing whitespace", "load\u3000", False),
+    ("leading NEL (U+0085)", "\x85load", False),
+    ("trailing NEL (U+0085)", "load\x85", False),
     ("129 bytes", "x" * 129, False),
     ("130 bytes in 65 characters", "é" * 65, False),
 ]
@@ -284,3 +308,36 @@ def test_a_step_mapping_key_is_taken_exactly_when_it_keeps_the_stated_rule(
     answer = rt.post("definitions/upgrades", body)
     # Both digests are unknown definitions: a well-formed edge is 404, not 400.
     assert (answer.status_code != 400) is accepted, answer.content
+
+
+CONTEXT = {"schema": "s", "schema_version": 1, "payload": {}}
+PLANS = [
+    ("two keys", [{"key": "a"}, {"key": "b"}], True),
+    ("one key twice", [{"key": "a"}, {"key": "a"}], False),
+    ("one entry twice", [{"key": "a", "context": CONTEXT}] * 2, False),
+]
+
+
+@pytest.mark.parametrize(("case", "entries", "accepted"), PLANS)
+def test_a_plan_is_schema_valid_exactly_when_taken(
+    components: dict[str, Any], rt: Runtime, case: str, entries: Any, accepted: bool
+) -> None:
+    parent = rt.started_step(rt.started())
+    body = {"entries": entries}
+    assert schema_valid(components, "PartitionPlanRequest", body) is accepted
+    answer = rt.post(f"steps/{parent['id']}/partitions", body)
+    assert (answer.status_code == 201) is accepted, answer.content
+
+
+def test_a_key_repeated_with_another_context_is_refused_as_the_schema_says_in_words(
+    components: dict[str, Any], rt: Runtime
+) -> None:
+    """``uniqueItems`` compares whole entries; the rule by key is in the words."""
+    entries = components["schemas"]["PartitionPlanRequest"]["properties"]["entries"]
+    assert entries["uniqueItems"] is True
+    assert "each key once in the plan" in entries["description"]
+    assert "same key and different contexts are refused" in entries["description"]
+    parent = rt.started_step(rt.started())
+    body = {"entries": [{"key": "a"}, {"key": "a", "context": CONTEXT}]}
+    answer = rt.post(f"steps/{parent['id']}/partitions", body)
+    assert (answer.status_code, answer.json()["code"]) == (400, "duplicate_partition_key")

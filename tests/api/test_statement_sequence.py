@@ -193,7 +193,8 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
 ) -> None:
     """contract §4.2: a chunk that ends its step and a transition with its exit
     code are the hot shape (authentication, BEGIN, one locking read, one write,
-    COMMIT); a step created STARTED is one insert after its reads; the launch
+    COMMIT) — the transition that ends the run adds its outbox event, one
+    INSERT (issue 41); a step created STARTED is one insert after its reads; the launch
     writes its attempt once (one INSERT into the executions)."""
     url, log = logged_server
     api = f"{url}/api/v1"
@@ -249,10 +250,14 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
     )
     for name, statements in shaped.items():
         locked = "ob_step_execution" if name.startswith("finishing") else "ob_job_execution"
+        # A run's end writes its notification event with it (the outbox, issue 41):
+        # exactly one INSERT; the finishing chunk (a step's end) writes none.
+        outbox = ["INSERT ob_notification_event"] if name.startswith("transition") else []
         assert statements[1:] == [
             "BEGIN",
             f"SELECT {locked} FOR UPDATE",
             f"UPDATE {locked}",
+            *outbox,
             "COMMIT",
         ], report
         assert "token" in statements[0], report

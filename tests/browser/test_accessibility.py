@@ -51,6 +51,12 @@ PAGES: dict[str, tuple[Callable[[], str], str]] = {
         "#confirm",
     ),
     "audit list": (lambda: "/admin/oxide_batch/operatorrequest/", "#changelist"),
+    # Issue 39: the console's 404 for a row id that is no row.
+    "not found": (lambda: "/admin/oxide_batch/jobexecution/987654/change/", ".ob-refusal"),
+    "needs attention": (
+        lambda: "/admin/oxide_batch/jobexecution/?triage=unresolved",
+        "nav.ob-triage",
+    ),
     # The docs render in the browser: wait for the operations to be drawn.
     "swagger": (lambda: "/api/v1/docs/", ".opblock"),
     "redoc": (lambda: "/api/v1/redoc/", ".api-content h1"),

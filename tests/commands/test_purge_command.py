@@ -319,7 +319,7 @@ def test_a_cutoff_younger_than_the_minimum_age_exits_2(world):
     ("args", "code", "needle"),
     [
         ((PURGE, "--older-than", "90d", "--yes"), 2, "--operation-id"),
-        ((PURGE, "--older-than", "90d", "--operation-id", "n"), 8, "--yes or --no-input"),
+        ((PURGE, "--older-than", "90d", "--operation-id", "n"), 8, "add --yes (or --no-input)"),
         ((PURGE, "--older-than", "ninety days", "--operation-id", "n", "--yes"), 2, "90s"),
         ((PURGE, "--ended-before", "yesterday", "--operation-id", "n", "--yes"), 2, "date"),
         ((PURGE, "--operation-id", "n", "--yes"), 2, "--older-than"),

@@ -186,9 +186,13 @@ def test_revoke_makes_the_token_a_401_at_once_and_again_says_so() -> None:
 def test_revoke_needs_explicit_intent_and_a_known_prefix() -> None:
     User.objects.create_user("runner")
     token = create().strip()
+    # The runtime guide's `batch_token revoke PREFIX`, as a script runs it (no
+    # terminal): the refusal says what it would do and names --yes.
     assert failure("revoke", token[:PREFIX_LENGTH]) == (
         8,
-        "confirmation_required: a destructive command needs --yes or --no-input without a terminal",
+        f"confirmation_required: batch_token would revoke API token {token[:PREFIX_LENGTH]} "
+        "(it stops authenticating at once), and there is no terminal to confirm it: "
+        "add --yes (or --no-input) to run it from a script",
     )
     assert api_status(token) == 200
     code, text = failure("revoke", "ob_unknown00", "--yes")

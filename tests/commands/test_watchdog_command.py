@@ -7,6 +7,7 @@ watchdogs at once) runs in its own process in tests/client/test_watchdog.py."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -76,6 +77,16 @@ def test_a_dry_run_lists_and_changes_nothing(expired):
     assert models.JobExecution.objects.get(pk=expired.id).status == "STARTED"
     assert not models.OperatorRequest.objects.exists()
     assert "would be marked FAILED (dry run)" in text("batch_watchdog", "--once", "--dry-run")
+
+
+def test_a_dry_run_logs_what_it_would_recover_at_info_never_the_recovery(expired, caplog):
+    """A rehearsal fires no alert: its own event, at INFO, never
+    ``watchdog.recovered`` at WARNING (issue 39)."""
+    with caplog.at_level(logging.DEBUG, logger="oxide_batch.events"):
+        run("batch_watchdog", "--once", "--dry-run")
+    lines = [(r.getMessage(), r.levelno) for r in caplog.records if r.name == "oxide_batch.events"]
+    assert ("watchdog.would_recover", logging.INFO) in lines
+    assert not [message for message, _ in lines if message == "watchdog.recovered"]
 
 
 def test_a_young_database_server_holds_it_off(expired, monkeypatch):

@@ -58,6 +58,9 @@ class UnitOfWorkBase:
         self._in_hand: int | None = None
         self._control: dict[int, WriteControl] = {}
         self._created_steps: dict[int, StepState] = {}
+        # Parents whose partition plan this unit of work created: assignment waits
+        # for the commit (``PartitionPlanNotCommitted``).
+        self._plans_created: set[int] = set()
 
     # -- Transaction ----------------------------------------------------------------
 

@@ -147,8 +147,15 @@ class ControlOperations(UnitOfWorkBase):
                 (s.last_activity_at for s in steps if s.last_activity_at), default=None
             ),
             latest_step=latest,
-            completed_partition=False,
-            committed_flow_decision=False,
+            completed_partition=any(
+                p.partition.status is BatchStatus.COMPLETED
+                and p.partition.step_execution_id in {s.id for s in steps}
+                for p in self._open().partitions.values()
+            ),
+            committed_flow_decision=any(
+                d.decision.job_execution_id == execution.id
+                for d in self._open().flow_decisions.values()
+            ),
             lost_write=row.lost_write,
         )
 

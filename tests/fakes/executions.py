@@ -28,21 +28,20 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
-from tests.fakes.base import JOB_EXECUTION, UnitOfWorkBase
+from tests.fakes.base import JOB_EXECUTION
+from tests.fakes.definitions import DefinitionOperations
 from tests.fakes.tables import ExecutionRow, InstanceRow
 
-#: The built-in definition every attempt of the fake runs.
-BUILT_IN_DEFINITION = 1
 
-
-class ExecutionOperations(UnitOfWorkBase):
+class ExecutionOperations(DefinitionOperations):
     """Job instances and their attempts in the fake (the port's ``Executions``)."""
 
     # -- Executions -----------------------------------------------------------------
 
     def write_control(self, job_execution_id: int | None = None) -> WriteControl | None:
-        # The fake serves no runtime writes of partitions (no id to default to).
-        return None if job_execution_id is None else self._control.get(job_execution_id)
+        # Without an id: the execution this work last wrote under (a partition's).
+        pk = self._in_hand if job_execution_id is None else job_execution_id
+        return None if pk is None else self._control.get(pk)
 
     def select_or_create_job_instance(self, key: JobInstanceKey) -> JobInstanceSelection:
         existing = self.find_job_instance(key)
@@ -77,8 +76,6 @@ class ExecutionOperations(UnitOfWorkBase):
     def _new_attempt(
         self, job_instance_id: int, digest: str | None, owner_token: bytes | None = None
     ) -> JobExecution:
-        if digest is not None:
-            raise NotImplementedError("the fake has no job definitions")
         instance = self._instance(job_instance_id).instance
         attempts = self._executions_of(instance.id)
         latest = attempts[-1].execution if attempts else None
@@ -102,6 +99,9 @@ class ExecutionOperations(UnitOfWorkBase):
                 lease_ttl=batch_settings.LEASE_TTL,
                 stale_after=batch_settings.RECOVERY_STALE_AFTER,
             ) from None
+        definition_id, upgrade_id = self._bind_definition(
+            instance.id, instance.job_name, latest, digest
+        )
         metadata, version = attempt.metadata, 0
         if owner_token is not None:
             metadata, version = started_on_creation(metadata, now)
@@ -113,8 +113,9 @@ class ExecutionOperations(UnitOfWorkBase):
             job_instance_id=instance.id,
             job_name=instance.job_name,
             attempt=attempt.attempt,
-            definition_id=BUILT_IN_DEFINITION,
+            definition_id=definition_id,
             restart_of_id=attempt.restart_of_id,
+            upgrade_id=upgrade_id,
         )
         owner_user = self._runtime_user_id if owner_token is not None else None
         self._put(ExecutionRow(execution, now, owner_token=owner_token, owner_user_id=owner_user))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,13 +54,10 @@ class PurgeOperations(UnitOfWorkBase):
             )
         eligible.sort(key=lambda found: (found[0], found[1]))
         candidates = tuple(found[2] for found in eligible[: criteria.bound])
-        ids = {c.instance_id for c in candidates}
-        steps = sum(1 for s in self._open().steps.values() if s.job_instance_id in ids)
-        attempts = sum(len(c.executions) for c in candidates)
         return PurgePlan(
             criteria=criteria,
             candidates=candidates,
-            counts=PurgeCounts(0, 0, steps, attempts, len(candidates)),
+            counts=self._purge_counts({c.instance_id for c in candidates}),
             held_excluded=held,
         )
 
@@ -86,16 +84,31 @@ class PurgeOperations(UnitOfWorkBase):
         if stale_candidates(plan, observed):
             raise RetentionPlanStale()
         ids = set(plan.instance_ids)
-        steps = [pk for pk, s in tables.steps.items() if s.job_instance_id in ids]
-        executions = [
-            pk for pk, r in tables.executions.items() if r.execution.job_instance_id in ids
-        ]
-        for table, keys in ((tables.steps, steps), (tables.executions, executions)):
-            for pk in keys:
+        counts = self._purge_counts(ids)
+        for table, instance_of in self._instance_tables():
+            for pk in [pk for pk, row in table.items() if instance_of(row) in ids]:
                 del table[pk]
-        for pk in ids:
-            del tables.instances[pk]
-        return PurgeCounts(0, 0, len(steps), len(executions), len(ids))
+        return counts
+
+    def _instance_tables(self) -> tuple[tuple[dict[int, Any], Callable[[Any], int]], ...]:
+        """Every table of an instance's rows, children first, with the row's instance."""
+        tables = self._open()
+        return (
+            (tables.flow_decisions, lambda row: row.job_instance_id),
+            (tables.partitions, lambda row: row.partition.job_instance_id),
+            (tables.steps, lambda row: row.job_instance_id),
+            (tables.executions, lambda row: row.execution.job_instance_id),
+            (tables.instances, lambda row: row.instance.id),
+        )
+
+    def _purge_counts(self, ids: set[int]) -> PurgeCounts:
+        """The rows of each kind the instances ``ids`` hold, in deletion order."""
+        return PurgeCounts(
+            *(
+                sum(1 for row in table.values() if instance_of(row) in ids)
+                for table, instance_of in self._instance_tables()
+            )
+        )
 
     def _audit_rows(
         self, before: datetime

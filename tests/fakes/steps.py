@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from oxide_batch.domain.errors import InvalidState, StepExecutionExists
+from oxide_batch.domain.canonical import parse_strict
+from oxide_batch.domain.errors import (
+    InvalidDefinitionUpgrade,
+    InvalidState,
+    RestartStateNotFound,
+    StepExecutionExists,
+)
 from oxide_batch.domain.execution import (
     ExecutionCounts,
     ExecutionMetadata,
@@ -22,6 +28,7 @@ from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StoredState
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.steps import STEP_PARENT_HINT, STEP_PARENT_STATUSES, StepState
 from tests.fakes.base import UnitOfWorkBase
 from tests.fakes.tables import StepStored, by_id
@@ -43,18 +50,37 @@ class StepOperations(UnitOfWorkBase):
     ) -> StepExecution:
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
+        parent = self._step_parent(job_execution_id)
+        source = self._restart_source(parent, step_name, allow_start_if_complete)
+        return self._insert_step(parent, step_name, node, source, started=started)
+
+    def _step_parent(self, job_execution_id: int) -> JobExecution:
+        """The execution a step is created under: claimed by this unit of work's
+        runtime user (or none), STARTING or STARTED."""
         row = self._execution(job_execution_id)
         parent = row.execution
         self._check_claimant(row)
         if parent.status not in STEP_PARENT_STATUSES:
             raise InvalidState(id=parent.id, status=parent.status, hint=STEP_PARENT_HINT)
+        return parent
+
+    def _insert_step(
+        self,
+        parent: JobExecution,
+        step_name: str,
+        node: str,
+        source: StepExecution | None,
+        *,
+        started: bool,
+    ) -> StepExecution:
+        """Store a STARTING step (STARTED at version 1 when ``started``) taking over
+        ``source``'s counts and state, verified first (``FaultStateCorrupt``, no row)."""
         steps = self._open().steps.values()
         if any(
             s.job_execution_id == parent.id and (s.step_name == step_name or s.node_id == node)
             for s in steps
         ):
             raise StepExecutionExists(job_execution_id=parent.id, step_name=step_name)
-        source = self._restart_source(parent, step_name, allow_start_if_complete)
         now = self.now()
         metadata, version = ExecutionMetadata.starting(now), 0
         state, checkpoint, context = StepStored(), None, None
@@ -96,25 +122,55 @@ class StepOperations(UnitOfWorkBase):
     def _restart_source(
         self, parent: JobExecution, step_name: str, allow_start_if_complete: bool
     ) -> StepExecution | None:
-        """The newest earlier row of the step a restarted step takes over (its
-        counts: the fake keeps no checkpoint or context), by the domain's rule."""
+        """The newest earlier row of the step — or of the step the attempt's
+        upgrade edge maps onto it — that a restarted step takes over, by the
+        domain's rule (the adapter's ``_restart_source`` and ``_takeover``)."""
         if parent.restart_of_id is None:
             return None
         earlier = [
             s
             for s in self._open().steps.values()
-            if s.job_instance_id == parent.job_instance_id
-            and s.job_execution_id != parent.id
-            and s.step_name == step_name
+            if s.job_instance_id == parent.job_instance_id and s.job_execution_id != parent.id
         ]
-        if not earlier:
+        source_name = step_name
+        if parent.upgrade_id is not None:
+            mapping: dict[str, str] = parse_strict(
+                self._open().upgrades[parent.upgrade_id].step_mapping
+            )
+            mapped = next((s for s, t in mapping.items() if t == step_name), None)
+            if mapped is None:
+                if any(s.step_name == step_name for s in earlier):
+                    raise InvalidDefinitionUpgrade(execution_id=parent.id)
+                return None
+            source_name = mapped
+        named = [s for s in earlier if s.step_name == source_name]
+        if not named:
+            if source_name != step_name:
+                raise RestartStateNotFound(execution_id=parent.id, step_name=step_name)
             return None
-        source = max(earlier, key=by_id)
+        return self._takeover(step_name, max(named, key=by_id), allow_start_if_complete)
+
+    def _takeover(
+        self, step_name: str, source: StepExecution, allow_start_if_complete: bool
+    ) -> StepExecution | None:
+        """``source`` when the new step takes it over, ``None`` when it starts fresh
+        (``step_takes_over``: a COMPLETED worker of a partition that never
+        completed reruns)."""
+        rerun = (
+            source.status is BatchStatus.COMPLETED
+            and not allow_start_if_complete
+            and any(
+                row.partition.worker_step_execution_id == source.id
+                and row.partition.status is not BatchStatus.COMPLETED
+                for row in self._open().partitions.values()
+            )
+        )
         takes_over = step_takes_over(
             source.status,
             step_name=step_name,
             earlier_id=source.id,
             allow_start_if_complete=allow_start_if_complete,
+            partition_rerun=rerun,
         )
         return source if takes_over else None
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from oxide_batch.domain.definitions import JobDefinition
 from oxide_batch.domain.errors import FaultStateCorrupt
 from oxide_batch.domain.evidence import ExecutionView
 from oxide_batch.domain.execution import (
@@ -15,7 +16,9 @@ from oxide_batch.domain.execution import (
     StepExecution,
     failed_at_after,
 )
+from oxide_batch.domain.flow import FlowDecision
 from oxide_batch.domain.operator import OperatorRecord
+from oxide_batch.domain.partitions import StepPartition
 from oxide_batch.domain.recovery import RecoveryDecision
 from oxide_batch.domain.retention import RetentionHold, RetentionRecord
 from oxide_batch.domain.state import (
@@ -108,6 +111,41 @@ class AdminHistoryEntry:
     message: str
 
 
+@dataclass(frozen=True)
+class DefinitionRow:
+    """A registered definition with its canonical manifest text."""
+
+    definition: JobDefinition
+    manifest: str
+
+
+@dataclass(frozen=True)
+class UpgradeRow:
+    """A registered upgrade edge between two stored definitions."""
+
+    job_name: str
+    key: str
+    from_id: int
+    to_id: int
+    step_mapping: str
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """A committed flow decision and the instance it belongs to."""
+
+    decision: FlowDecision
+    job_instance_id: int
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """A partition as stored: the value (its context left out) and the stored context."""
+
+    partition: StepPartition
+    context: StoredState | None = None
+
+
 @dataclass
 class Tables:
     """What the fake stores, by id; a unit of work works on a copy."""
@@ -122,6 +160,10 @@ class Tables:
     operator_requests: dict[int, OperatorRecord] = field(default_factory=dict)
     retention_records: dict[int, RetentionRecord] = field(default_factory=dict)
     admin_history: list[AdminHistoryEntry] = field(default_factory=list)
+    definitions: dict[int, DefinitionRow] = field(default_factory=dict)
+    upgrades: dict[int, UpgradeRow] = field(default_factory=dict)
+    flow_decisions: dict[int, DecisionRow] = field(default_factory=dict)
+    partitions: dict[int, PartitionRow] = field(default_factory=dict)
 
     def copy(self) -> Tables:
         fresh = Tables()

@@ -47,7 +47,7 @@ def test_anonymous_is_401_with_the_token_challenge_and_never_throttled(anonymous
     for _ in range(3):
         response = anonymous.get("executions")
         problem(response, 401, "not_authenticated")
-        assert response["WWW-Authenticate"] == "Token"
+        assert response["WWW-Authenticate"] == "Token, Bearer"
 
 
 def test_a_host_token_or_basic_login_is_not_an_api_login(db: None) -> None:

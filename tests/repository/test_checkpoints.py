@@ -1,7 +1,8 @@
 """Chunk commits, checkpoints and contexts, and restart state takeover
 (contract §2.3.3, §2.3.2; contract scenarios 5.5, 5.6, 12.6, 12.7, 13.1): the port's
-behavioural contract, on the Django adapter and the in-memory fake (``contract``);
-stored rows, statements, limits and definition upgrades are the adapter's (``adapter``)."""
+behavioural contract, on the Django adapter and the in-memory fake (``contract``),
+definition upgrades included; stored rows, statements and limits are the adapter's
+(``adapter``)."""
 
 from __future__ import annotations
 
@@ -251,7 +252,6 @@ def upgraded_restart(repo, clock, mapping):
     return fail_and_restart(repo, clock, first, definition_digest=v2.digest)
 
 
-@pytest.mark.adapter
 def test_an_upgraded_restart_takes_over_the_mapped_step(repo, clock):
     """Contract scenario 12.6."""
     restart = upgraded_restart(repo, clock, {"import-v1": "import-v2"})
@@ -262,7 +262,6 @@ def test_an_upgraded_restart_takes_over_the_mapped_step(repo, clock):
     assert resumed.counts.committed == 1
 
 
-@pytest.mark.adapter
 def test_an_edge_without_a_mapping_for_a_step_with_earlier_state_is_invalid(repo, clock):
     restart = upgraded_restart(repo, clock, {"something-else": "import-v2"})
     with repo.begin() as uow, pytest.raises(InvalidDefinitionUpgrade) as error:
@@ -270,7 +269,6 @@ def test_an_edge_without_a_mapping_for_a_step_with_earlier_state_is_invalid(repo
     assert error.value.execution_id == restart.id
 
 
-@pytest.mark.adapter
 def test_a_mapped_source_step_without_a_row_is_restart_state_not_found(repo, clock):
     restart = upgraded_restart(repo, clock, {"never-ran": "import-v2"})
     with repo.begin() as uow, pytest.raises(RestartStateNotFound) as error:
@@ -278,7 +276,6 @@ def test_a_mapped_source_step_without_a_row_is_restart_state_not_found(repo, clo
     assert (error.value.execution_id, error.value.step_name) == (restart.id, "import-v2")
 
 
-@pytest.mark.adapter
 def test_an_unmapped_new_step_of_an_upgraded_restart_starts_fresh(repo, clock):
     restart = upgraded_restart(repo, clock, {"import-v1": "import-v2"})
     with repo.begin() as uow:

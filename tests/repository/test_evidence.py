@@ -227,6 +227,7 @@ def test_unknown_commit_when_the_latest_step_is_unknown(repo, clock):
     assert evidence.unknown_commit
 
 
+@pytest.mark.contract
 def test_the_completed_partition_marker(repo, clock):
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     parent = started_step(repo, execution, "partitioned")
@@ -248,6 +249,7 @@ def test_the_completed_partition_marker(repo, clock):
     assert evidence_of(repo, execution.id).completed_partition
 
 
+@pytest.mark.contract
 def test_the_committed_flow_decision_marker(repo, clock):
     manifest = {
         "format": 2,

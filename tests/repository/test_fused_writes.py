@@ -230,7 +230,9 @@ def test_a_transition_with_an_exit_code_is_one_cas(repo, started_step):
         uow.commit()
     row = models.JobExecution.objects.get(pk=execution.id)
     assert (row.status, row.version, row.exit_code) == ("COMPLETED", 2, "ALL_DONE")
-    assert len(sql) == 2
+    # One CAS (lock, write), and the run's end writes its outbox event (issue 41).
+    assert len(sql) == 3
+    assert "ob_notification_event" in sql[2]
     assert control == WriteControl(stop_requested=False, owner_matches=True, fenced=False)
 
 

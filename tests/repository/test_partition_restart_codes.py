@@ -4,7 +4,8 @@ never ``*_corrupt``); a source attempt that is not STOPPED or FAILED is
 ``not_restartable``; a source without a plan is ``restart_state_not_found``
 (``partition_state_corrupt`` is left for stored rows that contradict themselves,
 and a context that does not verify is ``fault_state_corrupt``:
-test_takeover_verification.py). Nothing is inserted on any refusal. Both databases."""
+test_takeover_verification.py). Nothing is inserted on any refusal. On the Django
+adapter (both databases) and the in-memory fake."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 from oxide_batch import models
 from oxide_batch.domain import BatchStatus, LifecycleTransition, errors
 from oxide_batch.domain.partitions import PartitionPlanEntry
+from tests.fakes import FakeJobRepository
 from tests.helpers import key, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 
 
@@ -47,7 +49,10 @@ def restarted(repo, clock, execution, name: str = "partitioned"):
     return attempt, started_step(repo, attempt.id, name)
 
 
-def plan_rows() -> int:
+def plan_rows(repo) -> int:
+    """How many partitions are stored (the fake's rows or the model's)."""
+    if isinstance(repo, FakeJobRepository):
+        return len(repo.tables.partitions)
     return models.StepPartition.objects.count()
 
 
@@ -56,14 +61,14 @@ def test_a_source_of_another_node_is_a_restart_mismatch(repo, clock):
     source = started_step(repo, execution.id)
     with_plan(repo, source, "a")
     _, other_node = restarted(repo, clock, execution, name="elsewhere")
-    before = plan_rows()
+    before = plan_rows(repo)
     with repo.begin() as uow, pytest.raises(errors.PartitionRestartMismatch) as error:
         uow.restart_step_partition_plan(source.id, other_node.id)
     assert error.value.details() == {
         "source_step_execution_id": source.id,
         "target_step_execution_id": other_node.id,
     }
-    assert plan_rows() == before
+    assert plan_rows(repo) == before
 
 
 def test_a_source_of_another_job_instance_is_a_restart_mismatch(repo, clock):
@@ -72,10 +77,10 @@ def test_a_source_of_another_job_instance_is_a_restart_mismatch(repo, clock):
     with_plan(repo, source, "a")
     move(repo, execution, S.FAILED, clock=clock)
     other_instance = started_step(repo, started_execution(repo, clock, job="other_job").id)
-    before = plan_rows()
+    before = plan_rows(repo)
     with repo.begin() as uow, pytest.raises(errors.PartitionRestartMismatch):
         uow.restart_step_partition_plan(source.id, other_instance.id)
-    assert plan_rows() == before
+    assert plan_rows(repo) == before
 
 
 @pytest.mark.parametrize(
@@ -88,12 +93,12 @@ def test_a_source_attempt_that_is_not_stopped_or_failed_is_not_restartable(repo,
     source = started_step(repo, execution.id)
     with_plan(repo, source, "a")
     execution = move(repo, execution, *path, clock=clock)
-    before = plan_rows()
+    before = plan_rows(repo)
     # The source is its own (STARTED) target: only the source attempt's status is wrong.
     with repo.begin() as uow, pytest.raises(errors.NotRestartable) as error:
         uow.restart_step_partition_plan(source.id, source.id)
     assert error.value.status is execution.status
-    assert plan_rows() == before
+    assert plan_rows(repo) == before
 
 
 def test_a_source_step_without_a_plan_is_restart_state_not_found(repo, clock):
@@ -103,4 +108,4 @@ def test_a_source_step_without_a_plan_is_restart_state_not_found(repo, clock):
     with repo.begin() as uow, pytest.raises(errors.RestartStateNotFound) as error:
         uow.restart_step_partition_plan(source.id, target.id)
     assert (error.value.execution_id, error.value.step_name) == (attempt.id, "partitioned")
-    assert plan_rows() == 0
+    assert plan_rows(repo) == 0

@@ -1,4 +1,6 @@
-"""Step partitions (contract §2.4, contract scenarios 10.1–10.12 and 10.16), on both databases.
+"""Step partitions (contract §2.4, contract scenarios 10.1–10.12 and 10.16): the
+behavioural contract on the Django adapter (both databases) and the in-memory fake
+(``contract``); tampered rows, locks and statement counts are the adapter's (``adapter``).
 
 Workers are ordinary step executions of the parent's job execution; their counts
 only move through chunk commits, and a partition's outcome is copied from its
@@ -54,12 +56,12 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.partitions import PartitionPlanEntry, StepPartition
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
-from oxide_batch.repository import DjangoJobRepository, FixedClock
+from oxide_batch.repository import FixedClock
 from oxide_batch.repository.partition_rows import StepPartitionWithContext
 from tests.conftest import on_postgres
-from tests.helpers import key, launch, move
+from tests.helpers import Repository, key, launch, move
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 MAX_I64 = 2**63 - 1
 CONTEXT = StateEnvelope("contract.partition", 1, {"range": "redacted"})
@@ -80,7 +82,7 @@ class Family:
 
 
 def make_family(
-    repo: DjangoJobRepository,
+    repo: Repository,
     clock: FixedClock,
     *workers: str,
     parent_path: Sequence[BatchStatus] = (S.STARTED,),
@@ -104,7 +106,7 @@ def entries(*keys: str, context: StateEnvelope | None = CONTEXT) -> list[Partiti
     return [PartitionPlanEntry(k, context) for k in keys]
 
 
-def plan(repo: DjangoJobRepository, parent_id: int, *keys: str) -> dict[str, StepPartition]:
+def plan(repo: Repository, parent_id: int, *keys: str) -> dict[str, StepPartition]:
     """Create and commit a plan; the partitions by key."""
     with repo.begin() as uow:
         created = uow.create_step_partition_plan(parent_id, entries(*keys))
@@ -112,28 +114,28 @@ def plan(repo: DjangoJobRepository, parent_id: int, *keys: str) -> dict[str, Ste
     return {p.key: p for p in created}
 
 
-def read_plan(repo: DjangoJobRepository, parent_id: int) -> list[StepPartition]:
+def read_plan(repo: Repository, parent_id: int) -> list[StepPartition]:
     with repo.begin() as uow:
         return uow.step_partition_plan(parent_id)
 
 
-def current(repo: DjangoJobRepository, partition: StepPartition) -> StepPartition:
+def current(repo: Repository, partition: StepPartition) -> StepPartition:
     return next(p for p in read_plan(repo, partition.step_execution_id) if p.id == partition.id)
 
 
-def step(repo: DjangoJobRepository, step_id: int) -> StepExecution:
+def step(repo: Repository, step_id: int) -> StepExecution:
     with repo.begin() as uow:
         return uow.get_step_execution(step_id)
 
 
-def assign(repo: DjangoJobRepository, partition: StepPartition, worker_id: int) -> StepPartition:
+def assign(repo: Repository, partition: StepPartition, worker_id: int) -> StepPartition:
     with repo.begin() as uow:
         assigned = uow.assign_step_partition(partition.id, partition.version, worker_id)
         uow.commit()
     return assigned
 
 
-def complete(repo: DjangoJobRepository, partition: StepPartition, worker_id: int) -> StepPartition:
+def complete(repo: Repository, partition: StepPartition, worker_id: int) -> StepPartition:
     with repo.begin() as uow:
         completed = uow.complete_step_partition(partition.id, partition.version, worker_id)
         uow.commit()
@@ -141,7 +143,7 @@ def complete(repo: DjangoJobRepository, partition: StepPartition, worker_id: int
 
 
 def run_worker(
-    repo: DjangoJobRepository,
+    repo: Repository,
     clock: FixedClock,
     worker_id: int,
     status: BatchStatus,
@@ -325,6 +327,7 @@ def test_a_replaced_worker_cannot_complete_the_partition(repo, clock, contract):
         uow.complete_step_partition(zeta.id, zeta.version, worker)
 
 
+@pytest.mark.adapter
 def test_completion_by_a_worker_of_another_job_execution_is_a_mismatch(repo, clock, contract):
     """Unreachable through assignment; a row pointing across job executions is refused."""
     stranger = make_family(repo, clock, "stranger", job="other_job").workers["stranger"].id
@@ -435,8 +438,8 @@ def test_assignment_with_a_version_ahead_is_version_ahead_and_marks_the_executio
     with pytest.raises(VersionAhead) as error, repo.begin() as uow:
         uow.assign_step_partition(zeta.id, 5, contract.workers["worker"].id)
     assert (error.value.expected, error.value.actual) == (5, 0)
-    marked = models.JobExecution.objects.get(pk=contract.parent.job_execution_id)
-    assert marked.lost_write is not None
+    with repo.begin() as uow:
+        assert uow.recovery_evidence(contract.parent.job_execution_id).lost_write
 
 
 def test_assignment_needs_a_started_parent(repo, clock):
@@ -495,6 +498,7 @@ def test_10_7_duplicate_keys_reject_the_whole_plan(repo, clock):
         assert uow.step_partition_plan(family.parent.id) == []
 
 
+@pytest.mark.adapter
 def test_an_empty_or_oversized_plan_is_refused_before_any_statement(repo, contract):
     with repo.begin() as uow, CaptureQueriesContext(connection) as queries:
         with pytest.raises(EmptyPartitionPlan):
@@ -639,7 +643,7 @@ def test_a_retry_after_the_parent_moved_otherwise_is_stale_version(repo, clock, 
 
 
 def partitioned_outcomes(
-    repo: DjangoJobRepository,
+    repo: Repository,
     clock: FixedClock,
     outcomes: dict[str, tuple[BatchStatus, ExecutionCounts]],
     parent_path: Sequence[BatchStatus] = (S.STARTED,),
@@ -661,7 +665,7 @@ def partitioned_outcomes(
     return family
 
 
-def aggregate(repo: DjangoJobRepository, family: Family) -> StepExecution:
+def aggregate(repo: Repository, family: Family) -> StepExecution:
     with repo.begin() as uow:
         parent = uow.aggregate_step_partitions(family.parent.id, family.parent.version)
         uow.commit()
@@ -754,6 +758,7 @@ TAMPERED = '{"payload":{"range":"tampered"},"schema":"contract.partition","schem
 OVERSIZED = StateEnvelope("s", 1, {"p": "x" * 5000}).canonical().decode()
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(
     "tamper",
     [
@@ -785,7 +790,7 @@ def test_a_tampered_stored_context_is_partition_state_corrupt(repo, clock, contr
 
 
 def _restart_attempt_parent(
-    repo: DjangoJobRepository, clock: FixedClock, family: Family, *, fail_job: bool = True
+    repo: Repository, clock: FixedClock, family: Family, *, fail_job: bool = True
 ) -> StepExecution:
     """Fail the family's job execution (unless told not to) and start a new attempt's parent."""
     execution = family.execution
@@ -801,7 +806,7 @@ def _restart_attempt_parent(
     return parent
 
 
-def repo_get(repo: DjangoJobRepository, execution_id: int) -> JobExecution:
+def repo_get(repo: Repository, execution_id: int) -> JobExecution:
     with repo.begin() as uow:
         return uow.get_job_execution(execution_id)
 
@@ -954,7 +959,7 @@ def _keys(size: int) -> list[str]:
     return [f"part-{i:04}" for i in range(size)]
 
 
-def _budget(repo: DjangoJobRepository, clock: FixedClock, size: int) -> dict[str, list[str]]:
+def _budget(repo: Repository, clock: FixedClock, size: int) -> dict[str, list[str]]:
     """Statements of each whole-plan operation for a plan of ``size`` partitions."""
     family = make_family(repo, clock, job=f"budget_{size}")
     with repo.begin() as uow:
@@ -994,6 +999,7 @@ def _budget(repo: DjangoJobRepository, clock: FixedClock, size: int) -> dict[str
     return sql
 
 
+@pytest.mark.adapter
 def test_whole_plan_operations_take_as_many_statements_for_1024_partitions_as_for_1(repo, clock):
     one, full = _budget(repo, clock, 1), _budget(repo, clock, 1024)
     assert {name: len(sql) for name, sql in one.items()} == {
@@ -1009,6 +1015,7 @@ def test_whole_plan_operations_take_as_many_statements_for_1024_partitions_as_fo
     assert full["restart"][-1].startswith("INSERT")
 
 
+@pytest.mark.adapter
 def test_assign_is_four_statements_and_complete_is_three(repo, clock, contract):
     """The parent and the worker are locked together, in id order (one statement:
     the global lock order of step rows), then the partition."""
@@ -1034,6 +1041,7 @@ def test_assign_is_four_statements_and_complete_is_three(repo, clock, contract):
             ), locking
 
 
+@pytest.mark.adapter
 def test_aggregation_locks_the_partitions_in_key_byte_order(repo, clock):
     family = partitioned_outcomes(repo, clock, {"b": (S.COMPLETED, ZERO), "B": (S.COMPLETED, ZERO)})
     with repo.begin() as uow:
@@ -1045,6 +1053,7 @@ def test_aggregation_locks_the_partitions_in_key_byte_order(repo, clock):
         assert lock.endswith("FOR NO KEY UPDATE")
 
 
+@pytest.mark.adapter
 @pytest.mark.postgres
 def test_byte_order_holds_under_a_linguistic_database_collation(repo, clock):
     """The test cluster's collation (C.UTF-8) happens to be byte order; production

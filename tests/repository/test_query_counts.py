@@ -132,7 +132,8 @@ ABANDON_ORPHAN = RecoveryRequest.abandon(
 def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
     """Lock the execution and its unfinished steps, insert the decision, write
     the execution and the steps (one set-based UPDATE whatever their number): 5
-    statements; 4 when no step is unfinished (contract §2.5.6)."""
+    statements; 4 when no step is unfinished (contract §2.5.6) — and the run's
+    end writes its outbox event, one INSERT more (issue 41)."""
     execution, _step = started
     with repo.begin() as uow:
         for name in ("extract", "index"):
@@ -147,7 +148,9 @@ def test_recovery_is_lock_update_steps_and_decision_insert(repo, started):
         "INSERT",
         "UPDATE",
         "UPDATE",
+        "INSERT",  # the outbox event
     ]
+    assert "ob_notification_event" in sql[-1]
     if on_postgres():
         assert sql[0].endswith("FOR NO KEY UPDATE")
         assert sql[1].endswith("FOR NO KEY UPDATE")
@@ -179,6 +182,7 @@ def test_a_recovery_after_its_locked_evidence_locks_each_row_once(repo, started)
         "INSERT",
         "UPDATE",
         "UPDATE",
+        "INSERT",  # the outbox event (issue 41)
     ]
     if on_postgres():
         assert [s.endswith("FOR NO KEY UPDATE") for s in sql[:3]] == [True, True, False]
@@ -197,11 +201,18 @@ def test_another_operation_between_drops_the_kept_rows(repo, started):
 
 
 def test_recovery_without_unfinished_steps_is_four_statements(repo, clock):
+    """Four, and the outbox event's INSERT (issue 41)."""
     execution = move(repo, launch(repo), S.STARTED, clock=clock)
     request = ABANDON_ORPHAN
     with repo.begin() as uow:
         sql = count(lambda: uow.recover_job_execution(execution.id, request))
-    assert [statement.split()[0] for statement in sql] == ["SELECT", "SELECT", "INSERT", "UPDATE"]
+    assert [statement.split()[0] for statement in sql] == [
+        "SELECT",
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "INSERT",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -4,7 +4,8 @@ STOPPED (or was left active by an attempt that ended); COMPLETED is
 ``not_restartable`` unless ``allow_start_if_complete`` (then it starts fresh);
 ABANDONED and UNKNOWN are ``not_restartable``. Flow nodes decide by their own
 attribute; a COMPLETED worker of a partition that never completed starts fresh;
-an upgrade edge's mapped source row follows the same rules. Both databases."""
+an upgrade edge's mapped source row follows the same rules. On the Django adapter
+(both databases) and the in-memory fake; statement counts are the adapter's."""
 
 from __future__ import annotations
 
@@ -30,12 +31,13 @@ from oxide_batch.domain.errors import NotRestartable, StepExecutionExists
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 from tests.conftest import on_postgres
+from tests.fakes import FakeJobRepository
 from tests.helpers import failure, key, launch, move
 from tests.repository.test_flow import Flow, launch_flow
 from tests.repository.test_flow import restart as restart_flow
 from tests.repository.test_partitions import assign, complete, make_family, plan
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.contract
 S = BatchStatus
 CHECKPOINT = StateEnvelope("test.position", 1, {"position": 4})
 CONTEXT = StateEnvelope("test.context", 1, {"files": ["a"]})
@@ -196,7 +198,10 @@ def assert_refused(error: Any, status: BatchStatus, step_name: str, earlier_id: 
     assert MESSAGES[status] in error.message
 
 
-def step_ids() -> set[int]:
+def step_ids(repo: Any) -> set[int]:
+    """Every stored step's id (the fake's rows or the model's)."""
+    if isinstance(repo, FakeJobRepository):
+        return set(repo.tables.steps)
     return set(models.StepExecution.objects.values_list("id", flat=True))
 
 
@@ -276,13 +281,14 @@ def test_a_refusal_leaves_the_unit_of_work_usable(repo, two_steps):
 
 
 def test_a_refused_create_inserts_nothing(repo, two_steps):
-    before = step_ids()
+    before = step_ids(repo)
     with repo.begin() as uow:
         with pytest.raises(NotRestartable):
             uow.create_step_execution(two_steps.attempt.id, "extract")
         uow.commit()
-    assert step_ids() == before
-    assert not models.StepExecution.objects.filter(job_execution_id=two_steps.attempt.id).exists()
+    assert step_ids(repo) == before
+    with repo.begin() as uow:
+        assert uow.step_executions(two_steps.attempt.id) == []
 
 
 def test_a_step_refused_once_may_still_be_created_with_the_flag(repo, two_steps):
@@ -314,12 +320,12 @@ def test_the_earlier_rows_status_decides(repo, clock, status, allow, expected):
     restart = restart_after(repo, clock, work=status)
     earlier = restart.earlier["work"]
     assert earlier.status is status
-    before = step_ids()
+    before = step_ids(repo)
     created = create(repo, restart.attempt.id, "work", allow_start_if_complete=allow)
     assert outcome(repo, created, earlier) is expected
     if expected is R:
         assert_refused(created, status, "work", earlier.id)
-        assert step_ids() == before
+        assert step_ids(repo) == before
 
 
 @pytest.mark.parametrize("status", [S.ABANDONED, S.UNKNOWN], ids=str)
@@ -415,6 +421,7 @@ STATEMENTS = {
 }
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(
     ("status", "allow", "expected"),
     [(status, allow, sql) for (status, allow), sql in STATEMENTS.items()],
@@ -507,12 +514,12 @@ def test_the_manifest_node_decides_over_the_request_for_a_completed_flow_step(
     flow, earlier = flow_restart(
         repo, clock, format_, extract=S.COMPLETED, load=S.COMPLETED, report=S.COMPLETED
     )
-    before = step_ids()
+    before = step_ids(repo)
     created = flow_step(repo, flow.execution.id, node_id, allow_start_if_complete=allow)
     assert outcome(repo, created, earlier[node_id]) is expected
     if expected is R:
         assert_refused(created, S.COMPLETED, node_id, earlier[node_id].id)
-        assert step_ids() == before
+        assert step_ids(repo) == before
 
 
 @pytest.mark.parametrize(("status", "allow", "expected"), CASES)
@@ -580,14 +587,14 @@ def test_a_repeated_node_in_a_restart_attempt_is_step_execution_exists(repo, clo
     skip or take over, the node is repeated (contract §2.3.1)."""
     flow, _ = flow_restart(repo, clock, load=S.FAILED)
     own = run_step(repo, flow_step(repo, flow.execution.id, "load"), S.COMPLETED)
-    before = step_ids()
+    before = step_ids(repo)
     for allow in (False, True):
         with repo.begin() as uow, pytest.raises(StepExecutionExists) as error:
             uow.create_flow_step_execution(
                 flow.execution.id, "load-again", "load", allow_start_if_complete=allow
             )
         assert error.value.job_execution_id == own.job_execution_id
-    assert step_ids() == before
+    assert step_ids(repo) == before
 
 
 # Flow statements: lock the instance, lock the job execution, read the node's
@@ -598,6 +605,7 @@ FLOW_STATEMENTS = {
 }
 
 
+@pytest.mark.adapter
 @pytest.mark.parametrize(("node_id", "expected"), FLOW_STATEMENTS.items())
 def test_the_statements_of_a_restarted_flow_step_over_a_completed_row(
     repo, clock, node_id, expected
@@ -638,11 +646,9 @@ def workers(repo, clock) -> Workers:
     ran = {name: run_step(repo, step, S.COMPLETED) for name, step in family.workers.items()}
     complete(repo, done, ran["w-done"].id)
     attempt = next_attempt(repo, clock, family.execution)
-    stored = {
-        p.partition_key: p.status
-        for p in models.StepPartition.objects.filter(step_execution_id=family.parent.id)
-    }
-    assert stored == {"done": S.COMPLETED.value, "lost": S.STARTED.value}
+    with repo.begin() as uow:
+        stored = {p.key: p.status for p in uow.step_partition_plan(family.parent.id)}
+    assert stored == {"done": S.COMPLETED, "lost": S.STARTED}
     return Workers(attempt, ran, {"done": done, "lost": lost})
 
 
@@ -659,6 +665,7 @@ def test_a_completed_worker_of_a_completed_partition_is_not_restartable(repo, wo
     assert outcome(repo, again, workers.workers["w-done"]) is F
 
 
+@pytest.mark.adapter
 def test_the_partition_check_is_one_read_made_only_when_it_can_matter(repo, workers):
     with repo.begin() as uow:
         rerun = statements(lambda: uow.create_step_execution(workers.attempt.id, "w-lost"))
@@ -719,10 +726,10 @@ def upgraded_restart(repo, clock, status: BatchStatus) -> tuple[JobExecution, St
 @pytest.mark.parametrize(("status", "allow", "expected"), CASES)
 def test_the_mapped_source_rows_status_decides(repo, clock, status, allow, expected):
     attempt, source = upgraded_restart(repo, clock, status)
-    before = step_ids()
+    before = step_ids(repo)
     created = create(repo, attempt.id, "import-v2", allow_start_if_complete=allow)
     assert outcome(repo, created, source) is expected
     if expected is R:
         # The refusal names the step being created and the earlier (mapped) row.
         assert_refused(created, status, "import-v2", source.id)
-        assert step_ids() == before
+        assert step_ids(repo) == before

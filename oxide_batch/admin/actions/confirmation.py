@@ -245,7 +245,15 @@ class ConfirmedActions:
             request,
             spec,
             rows,
-            self._form(spec, acting, rows, overridable=overridable),
+            self._form(
+                spec,
+                acting,
+                rows,
+                overridable=overridable,
+                # The case file's "with an override…" link: the box arrives
+                # ticked (the note is still the operator's to write).
+                override=request.GET.get("override") == "1",
+            ),
             selection=selection,
             more=request.GET.get("more") == "1",
         )
@@ -302,6 +310,7 @@ class ConfirmedActions:
         data: Any = None,
         *,
         overridable: list[int] | None = None,
+        override: bool = False,
     ) -> ActionForm:
         """The page's form; unbound, it carries only what the page observed
         (operation ids, versions, digests and their seals) — nothing the
@@ -323,6 +332,8 @@ class ConfirmedActions:
                 initial[f"version_{pk}"] = version
                 initial[f"digest_{pk}"] = digest
                 initial[f"seal_{pk}"] = seal(pk, version, digest, pk in marked)
+            if override and overridable:
+                initial["override"] = True
         return ActionForm(
             data,
             row_ids=acting,

@@ -20,12 +20,17 @@ MAX_ROWS = 100
 NOTED = 10
 
 
-def action_url(spec: ActionSpec, ids: list[int], *, more: bool = False) -> str:
+def action_url(
+    spec: ActionSpec, ids: list[int], *, more: bool = False, override: bool = False
+) -> str:
+    """The confirmation page of ``spec`` for ``ids``; ``override`` (recover)
+    arrives with the override box ticked — the operator still writes the note."""
     return (
         reverse(f"admin:oxide_batch_{spec.model}_act", args=[spec.name])
         + "?ids="
         + ",".join(str(i) for i in ids)
         + ("&more=1" if more else "")
+        + ("&override=1" if override else "")
     )
 
 

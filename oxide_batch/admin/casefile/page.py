@@ -114,12 +114,27 @@ def _last_activity(last: datetime | None, now: datetime) -> SafeString:
 
 
 def _owner(obj: Any, now: datetime) -> SafeString:
+    """Who claimed it — the claimant's user (contract §2.5.2; the worker's host
+    and process are in its logs, under "Why it failed, who ran it") — and when
+    the owner was last observed."""
     owned = bool(obj.owner_recorded)
     if not owned:
         return format_html("{}", "no owner recorded")
+    claimant = claimant_of(obj)
     if obj.last_observed_at is None:
-        return format_html("{}", "owner recorded, never observed since")
-    return format_html("owner recorded, last observed {}", when(obj.last_observed_at, now))
+        return format_html("{}, never observed since", claimant)
+    return format_html("{}, last observed {}", claimant, when(obj.last_observed_at, now))
+
+
+def claimant_of(obj: Any) -> SafeString:
+    """ "claimed by user <name>" of a row of ``execution_list`` (its
+    ``owner_name``), or the id when the account is gone."""
+    name = getattr(obj, "owner_name", None)
+    if name:
+        return format_html("claimed by user <strong>{}</strong>", name)
+    if obj.owner_user_id is not None:
+        return format_html("claimed by user #{} (the account no longer exists)", obj.owner_user_id)
+    return format_html("{}", "owner recorded (no user recorded)")
 
 
 def _stop(obj: Any, now: datetime) -> SafeString:

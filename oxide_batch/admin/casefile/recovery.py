@@ -78,7 +78,11 @@ def recovery_panel(
         "completed_partition": evidence.completed_partition,
         "committed_flow_decision": evidence.committed_flow_decision,
     }
-    raised = [(MARKERS[k][0], _marker_text(k, evidence, now)) for k, on in flags.items() if on]
+    raised = [
+        (MARKERS[k][0], _marker_text(k, evidence, now, claimant=getattr(obj, "owner_name", None)))
+        for k, on in flags.items()
+        if on
+    ]
     markers = (
         format_html_join("", "<li><strong>{}</strong>: {}</li>", raised)
         if raised
@@ -109,9 +113,15 @@ def lost_write(marker: dict[str, Any]) -> SafeString:
     )
 
 
-def _marker_text(key: str, evidence: Any, now: datetime) -> str:
+def _marker_text(key: str, evidence: Any, now: datetime, *, claimant: str | None = None) -> str:
     """A marker's meaning; the stop request's says how long ago it was made
-    and what the runtime did about it so far."""
+    and what the runtime did about it so far; the owner's names the claimant
+    user when the page read it (issue 39)."""
+    if key == "owner_recorded" and claimant:
+        return (
+            f"a worker of user {claimant} claimed this execution. "
+            + MARKERS[key][1].split(". ", 1)[1]
+        )
     if key != "stop_requested" or evidence.stop_requested_at is None:
         return MARKERS[key][1]
     since = human_short(max(now - evidence.stop_requested_at, timedelta(0)))
@@ -136,7 +146,7 @@ def _override(request: HttpRequest, obj: Any, proposal: RecoveryProposal) -> Saf
         return format_html("{}", "")
     return format_html(
         '<p><a class="button" href="{}">Recover #{} with an override…</a> <small>({})</small></p>',
-        action_url(recover, [obj.pk]),
+        action_url(recover, [obj.pk], override=True),
         obj.pk,
         "only if you know its worker is gone: the next page asks for a note, "
         "recorded on the decision",

@@ -93,7 +93,7 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
         (
             (
                 e.at.isoformat(),
-                e.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                e.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
                 _ago(e.at, now),
                 e.text,
             )
@@ -101,10 +101,7 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
         ),
     )
     tail = (
-        format_html(
-            "<li><strong>now</strong> — {}</li>",
-            "still active" if obj.status in ACTIVE else "no end: outcome unknown",
-        )
+        format_html("<li><strong>now</strong> — {}</li>", _now_text(obj))
         if obj.ended_at is None and obj.status in UNRESOLVED
         else format_html("{}", "")
     )
@@ -120,6 +117,22 @@ def timeline(obj: Any, records: CaseRecords, now: datetime) -> SafeString:
     return format_html(
         '<ol class="ob-timeline" aria-labelledby="ob-timeline-title">{}{}</ol>{}', items, tail, more
     )
+
+
+def _now_text(obj: Any) -> SafeString:
+    """An unresolved execution's last line. A STOPPING one says which move
+    made it so (STARTED → STOPPING, or STARTING → STOPPING before it started):
+    the runtime's acknowledgement of the stop, whose time no column records
+    (decision 197)."""
+    if obj.status == "STOPPING":
+        return format_html(
+            "{} → {} — the runtime is stopping{} (the time of that move is not "
+            "recorded); still active",
+            "STARTED" if obj.started_at else "STARTING",
+            badge("STOPPING"),
+            " after the stop request" if obj.stop_requested_at else "",
+        )
+    return format_html("{}", "still active" if obj.status in ACTIVE else "no end: outcome unknown")
 
 
 def _step_events(s: models.StepExecution) -> list[Event]:

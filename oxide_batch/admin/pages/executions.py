@@ -238,12 +238,19 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
 
     @admin.display(description="marks")
     def marks(self, obj: Any) -> SafeString:
-        """Owner recorded, a stop requested (how long ago), and for a failure
-        what became of it — one cell, empty when there is nothing to say."""
+        """Owner recorded (the claimant's username), a stop requested (how
+        long ago), and for a failure what became of it — one cell, empty
+        when there is nothing to say."""
         now = timezone.now()
         parts: list[SafeString] = []
         if getattr(obj, "owner_recorded", False):
-            parts.append(format_html('<span class="ob-badge ob-muted">{}</span>', "owner"))
+            parts.append(
+                format_html(
+                    '<span class="ob-badge ob-muted">{}</span> {}',
+                    "owner",
+                    getattr(obj, "owner_name", None) or "",
+                )
+            )
         if obj.stop_requested_at is not None:
             parts.append(
                 format_html(

@@ -46,7 +46,12 @@ def at(path: str) -> Iterator[None]:
 
 
 def state_limits() -> StateLimits:
-    return StateLimits(batch_settings.STATE_MAX_BYTES, batch_settings.STATE_MAX_DEPTH)
+    return StateLimits(
+        batch_settings.STATE_MAX_BYTES,
+        batch_settings.STATE_MAX_DEPTH,
+        bytes_set_by="OXIDE_BATCH_STATE_MAX_BYTES",
+        depth_set_by="OXIDE_BATCH_STATE_MAX_DEPTH",
+    )
 
 
 def identifier(path: str, kind: IdentifierKind, value: int) -> int:

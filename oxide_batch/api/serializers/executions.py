@@ -200,6 +200,17 @@ class LeaseOutput(Output):
     )
 
 
+# contract §4.3 (decision 221): the job-level counters, not the records' counts.
+EXECUTION_COUNTS_HELP = (
+    "The job-level counters, not the records the job read or wrote: only a job "
+    "transition's terminal rollback moves them (`rolled_back`), so they stay 0 "
+    "through a whole run. The records' counts are the steps' "
+    "(`GET executions/{id}/steps`): sum the steps that are not a partition's worker "
+    "(a partitioned step counts its partitions once it has aggregated them) — "
+    "what the console's execution page shows as \"records (the steps' totals)\"."
+)
+
+
 # ``last_activity_at``: contract §2.5.3.
 class ExecutionOutput(Output):
     """A job execution. `updated_at` is when its version last moved (a
@@ -217,7 +228,7 @@ class ExecutionOutput(Output):
     started_at = InstantField(source="execution.started_at", allow_null=True)
     ended_at = InstantField(source="execution.ended_at", allow_null=True)
     updated_at = InstantField(source="execution.updated_at")
-    counts = CountsOutput(source="execution.counts")
+    counts = CountsOutput(source="execution.counts", help_text=EXECUTION_COUNTS_HELP)
     failure = FailureOutput(source="execution.failure", allow_null=True)
     version = serializers.IntegerField(source="execution.version")
     stop_requested = serializers.BooleanField(source="extras.stop_requested")

@@ -46,8 +46,15 @@ class PartitionPlanInput(CarriesOwnerToken):
         many=True,
         min_length=1,
         max_length=MAX_PARTITIONS,
-        help_text=f"1–{MAX_PARTITIONS} entries, unique keys.",
+        help_text=(
+            f"1–{MAX_PARTITIONS} entries; each key once in the plan "
+            "(`duplicate_partition_key`). `uniqueItems` refuses two equal entries; two "
+            "entries with the same key and different contexts are refused too — JSON "
+            "Schema cannot state uniqueness by one member, so it is stated here in words."
+        ),
     )
+    # Documented as ``uniqueItems`` (oxide_batch.api.schema.BatchSchema).
+    unique_items = frozenset({"entries"})
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):

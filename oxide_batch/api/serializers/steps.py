@@ -172,6 +172,20 @@ class StepOutput(Output):
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
 
+class StepCreatedOutput(StepOutput):
+    """A step execution just created. Created ``STARTED`` (``status: STARTED`` in
+    the request), it carries the checkpoint and context it took over from the
+    earlier attempt's step — that is where a restart's checkpoint arrives — each
+    null when it started fresh; created STARTING, neither member is present."""
+
+    checkpoint = EnvelopeOutput(allow_null=True, required=False)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["context"] = EnvelopeOutput(allow_null=True, required=False)
+        return fields
+
+
 class CheckpointOutput(Output):
     step = StepOutput()
     checkpoint = EnvelopeOutput(allow_null=True)

@@ -66,7 +66,7 @@ class ExecutionStepsView(BatchView):
         ),
         permission=RUN_BATCH,
         request=s.StepInput,
-        ok={201: s.StepOutput},
+        ok={201: s.StepCreatedOutput},
         errors={
             404: ("job_execution_not_found",),
             409: (

@@ -384,7 +384,8 @@ class OxideCommand(BaseCommand):
             raise CommandFailed(
                 ExitCode.CONFIRMATION,
                 "confirmation_required",
-                "a destructive command needs --yes or --no-input without a terminal",
+                f"{self.command_name} would {summary}, and there is no terminal to confirm "
+                "it: add --yes (or --no-input) to run it from a script",
             )
         lines = [f"{self.command_name} [DESTRUCTIVE] {summary}"]
         if operation_id is not None:

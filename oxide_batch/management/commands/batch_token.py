@@ -135,7 +135,7 @@ class Command(OxideCommand):
             rows = api_tokens(username=options["user"])
             return {"tokens": [token_json(row, now) for row in rows]}
         prefix = options["prefix"]
-        self.confirm(options, f"revoke API token {prefix}: it stops authenticating at once", None)
+        self.confirm(options, f"revoke API token {prefix} (it stops authenticating at once)", None)
         revocation = revoke_api_token(key_prefix=prefix, now=now)
         return {
             "key_prefix": revocation.row.key_prefix,

@@ -10,7 +10,8 @@ renews its lease by then); ``--once`` (for cron) does not wait at its start, but
 still holds off while the database server has been up for less than a TTL.
 
 Output: a line per execution it acted on (``--json``: one JSON object per pass;
-with ``--once`` exactly one), an event line per recovery (``watchdog.recovered``)
+with ``--once`` exactly one), an event line per recovery (``watchdog.recovered``,
+WARNING; a ``--dry-run``'s ``watchdog.would_recover``, INFO)
 and the ``oxide_batch_watchdog_*`` metrics — in ``PROMETHEUS_MULTIPROC_DIR``
 (the service's ``/metrics`` shows them when the watchdog runs with the same
 directory, as ``scripts/serve`` starts it) or on its own ``--metrics-port``.
@@ -180,7 +181,18 @@ class Command(OxideCommand):
     @staticmethod
     def _report(watchdog: Watchdog, action: WatchdogAction) -> None:
         metrics.WATCHDOG_ACTIONS.labels(action.kind.value).inc()
-        if action.kind in (ActionKind.RECOVERED, ActionKind.REPLAYED, ActionKind.WOULD_RECOVER):
+        if action.kind is ActionKind.WOULD_RECOVER:
+            # A dry run changed nothing: its own event, at INFO (no alert fires on it).
+            events.emit(
+                "watchdog.would_recover",
+                {
+                    "job_execution_id": action.job_execution_id,
+                    "lease_expired_at": instant(action.lease_expired_at),
+                    "actor": watchdog.actor.reference,
+                    "outcome": action.kind.value,
+                },
+            )
+        elif action.kind in (ActionKind.RECOVERED, ActionKind.REPLAYED):
             events.emit(
                 "watchdog.recovered",
                 {

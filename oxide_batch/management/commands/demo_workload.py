@@ -6,6 +6,7 @@ flow job whose partitioned step fails and is restarted."""
 from __future__ import annotations
 
 import hashlib
+from argparse import ArgumentTypeError
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,24 @@ from oxide_batch.selectors.instances import repository_is_empty
 S = BatchStatus
 
 
+def _instant(value: str) -> datetime:
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 instant (e.g. 2026-11-30T18:00:00Z)"
+        ) from None
+    if instant.tzinfo is None:
+        raise ArgumentTypeError(f"{value!r} has no offset: add Z (UTC) or +HH:MM")
+    return instant.astimezone(UTC)
+
+
+def _month(now: datetime, *, back: int) -> str:
+    """The calendar month ``back`` months before ``now``'s, as ``YYYY-MM``."""
+    index = now.year * 12 + now.month - 1 - back
+    return f"{index // 12:04d}-{index % 12 + 1:02d}"
+
+
 class Command(BaseCommand):
     help = "Record a realistic demo workload through the repository."
 
@@ -29,6 +48,13 @@ class Command(BaseCommand):
             "--if-empty",
             action="store_true",
             help="do nothing when the repository already holds job instances",
+        )
+        parser.add_argument(
+            "--at",
+            type=_instant,
+            metavar="INSTANT",
+            help="record the workload as if it were INSTANT (ISO 8601 with its offset, e.g. "
+            "2026-11-30T18:00:00Z) instead of now; the tests pin their calendar with it",
         )
         parser.add_argument(
             "--events-log",
@@ -41,17 +67,17 @@ class Command(BaseCommand):
         if options["if_empty"] and not repository_is_empty():
             self.stdout.write("demo workload skipped: the repository is not empty")
             return
+        now = options["at"] or datetime.now(UTC)
         if options["events_log"] is None:
-            self._record()
+            self._record(now)
             self.stdout.write(self.style.SUCCESS("demo workload recorded"))
             return
         path = Path(options["events_log"])
         with events.written_to(path):
-            self._record()
+            self._record(now)
         self.stdout.write(self.style.SUCCESS(f"demo workload recorded (events in {path})"))
 
-    def _record(self) -> None:
-        now = datetime.now(UTC)
+    def _record(self, now: datetime) -> None:
         work = Workload(now - timedelta(hours=6))
         etl = ["extract", "transform", "load"]
         for days_ago in (3, 2, 1):
@@ -69,7 +95,7 @@ class Command(BaseCommand):
         work.complete("billing_export", ["collect", "render"], region="eu", batch=42)
 
         # A cooperative stop.
-        report = work.move(work.launch("report_build", month="2026-10"), S.STARTED)
+        report = work.move(work.launch("report_build", month=_month(now, back=2)), S.STARTED)
         work.run_steps(report, ["aggregate"], last=S.STOPPED, category=None)
         report = work.move(report, S.STOPPING)
         work.move(report, S.STOPPED)
@@ -79,7 +105,7 @@ class Command(BaseCommand):
         work.run_steps(crashed, ["fetch", "upsert"], last=S.STARTED)
 
         # A commit whose outcome the runtime could not learn: UNKNOWN.
-        ledger = work.move(work.launch("ledger_post", period="2026-11"), S.STARTED)
+        ledger = work.move(work.launch("ledger_post", period=_month(now, back=1)), S.STARTED)
         work.run_steps(ledger, ["post"], last=S.STARTED)
         work.move(ledger, S.UNKNOWN, category=FailureCategory.UNKNOWN_COMMIT)
 
