@@ -21,9 +21,12 @@ class OxideBatchConfig(AppConfig):
     def ready(self) -> None:
         import oxide_batch.conf  # noqa: F401  (registers the settings check)
         from oxide_batch import checks  # noqa: F401  (registers the schema check)
+        from oxide_batch.observability import logins
         from oxide_batch.observability.observer import OBSERVER
         from oxide_batch.repository import hooks
 
         # Metrics and structured events for every repository operation.
         hooks.register(OBSERVER)
         post_migrate.connect(analyze_after_migrate, sender=self)
+        # Failed and refused console logins: an event line and a count each.
+        logins.connect()

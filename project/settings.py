@@ -113,6 +113,8 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Throttles the console's logins (below; docs/settings.md, "Console logins").
+    "axes",
     "oxide_batch",
 ]
 
@@ -129,10 +131,33 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a login axes refused with the lockout page (after the view ran).
+    "axes.middleware.AxesMiddleware",
     # The read replica's middleware comes last when a replica is named (below).
 ]
 
 ROOT_URLCONF = "project.urls"
+
+# Console logins (decision 202, docs/settings.md "Console logins"): django-axes
+# refuses the login of an account, and of a client address, after
+# AXES_FAILURE_LIMIT failures, for AXES_COOLOFF_TIME (or until
+# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`).
+# Its backend comes first: it refuses before any password is checked. API tokens
+# never pass through authenticate(), so they are never refused for this.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = parse_duration(os.environ.get("AXES_COOLOFF_TIME", "15m"))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "admin/oxide_batch/login_locked.html"
+# The lockouts are read and cleared with axes' commands, not in the console.
+AXES_ENABLE_ADMIN = False
+# No "AXES: BEGIN …" line on every start (a command's output stays its own);
+# each failure and lockout is still an event line of the app's.
+AXES_VERBOSE = False
 
 TEMPLATES = [
     {

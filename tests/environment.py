@@ -62,6 +62,8 @@ UNPREFIXED = frozenset(
         "PROMETHEUS_MULTIPROC_DIR",
         "ADDRESS",  # gunicorn.conf.py (and scripts/run)
         "WEB_CONCURRENCY",
+        "AXES_FAILURE_LIMIT",  # project/settings.py: the console's login throttle
+        "AXES_COOLOFF_TIME",
     }
 )
 

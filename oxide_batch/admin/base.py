@@ -2,22 +2,25 @@
 goes through the services), viewers read via ``view_batch``, a paginator that
 never counts a whole table, bounded linked tables for drill-down, and refusals
 answered in the console's frame on every URL of the app's pages (on any admin
-site: a host project's too, with no ``handler403`` of its own)."""
+site: a host project's too, with no ``handler403`` of its own), with every
+invisible character a page shows written as its escape (decision 201)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import SimpleTemplateResponse
 from django.urls import URLPattern, URLResolver, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch.admin.paginator import BoundedCountPaginator
 from oxide_batch.admin_site import refusing
-from oxide_batch.domain.names import MAX_IDENTIFIER
+from oxide_batch.domain.names import MAX_IDENTIFIER, escape_invisible
 from oxide_batch.roles import VIEW_BATCH, VIEW_BATCH_PAYLOAD, perm
 
 LINKED_ROWS = 50
@@ -111,6 +114,43 @@ def linked_rows(
     )
 
 
+# -- names show what they hold (decision 201): a name stored before names refused
+# invisible characters, or a partition key (which may hold them, contract §2.4.1),
+# is shown with each such character written as its escape (``job\\u202eevil``),
+# in lists, detail pages, titles and attributes alike. Applied once to each page
+# the app's admin views render, after the template: every place a stored string
+# reaches is covered, and the console's own templates hold no such character.
+
+# The answers whose text a reader sees (a page, a drawing).
+SHOWN_TYPES = ("text/html", "image/svg+xml")
+
+
+def _escaped(response: HttpResponse) -> HttpResponse:
+    content_type = response.get("Content-Type", "")
+    if not content_type.startswith(SHOWN_TYPES) or response.streaming:
+        return response
+    charset = response.charset or "utf-8"
+    text = response.content.decode(charset)
+    shown = escape_invisible(text)
+    if shown != text:
+        response.content = shown.encode(charset)
+    return response
+
+
+def shown_visibly(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, its answer's invisible characters written as escapes."""
+
+    @wraps(view)
+    def visible(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
+            response.add_post_render_callback(_escaped)
+            return response
+        return _escaped(response)
+
+    return visible
+
+
 # Generic only for the type checker: without django_stubs_ext's monkeypatch
 # (a host project's settings) Django's class is not subscriptable at run time.
 if TYPE_CHECKING:
@@ -138,10 +178,28 @@ class NoEditsAdmin(_ModelAdmin):
     def _refusing(self, pattern: URLPattern | URLResolver) -> URLPattern | URLResolver:
         if not isinstance(pattern, URLPattern):
             return pattern
-        callback: Any = refusing(pattern.callback, self.admin_site)
+        callback: Any = refusing(shown_visibly(pattern.callback), self.admin_site)
         # Which page refused: the 403 page names this model's permission.
         callback.model_admin = self
         return URLPattern(pattern.pattern, callback, pattern.default_args, pattern.name)
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        """Only the page's own filters filter its list. Django also lets a URL
+        filter by any column of the row (``?key_digest=…``,
+        ``?identifying_parameters__icontains=…``, ``?checkpoint__contains=…``),
+        which would tell a reader, by the rows found, a value hidden from them
+        (decision 200): such a lookup answers 400."""
+        allowed = {self.date_hierarchy} if self.date_hierarchy else set()
+        for item in self.get_list_filter(request) if request is not None else self.list_filter:
+            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
+                allowed.add(str(item.parameter_name))
+            elif isinstance(item, (list, tuple)):
+                allowed.add(str(item[0]))
+            else:
+                allowed.add(str(item))
+        if lookup not in allowed and lookup.split("__", 1)[0] not in allowed:
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None

@@ -6,7 +6,8 @@ JSON Schema counts characters, the domain counts UTF-8 bytes. A name pattern
 is therefore a union of tiers, each a length in characters that cannot exceed
 the byte limit whatever the characters: up to the limit in ASCII, half of it in
 characters below U+0800, a third below U+10000, a quarter in any characters.
-Every string a pattern admits is valid (a schema-valid request is never refused);
+Every string a pattern admits is valid (a schema-valid request is never refused)
+but for the few invisible characters beyond the BMP (``name_pattern``);
 a rare valid mix (a long name with a few non-ASCII characters) is beyond the
 pattern, and the description says so.
 
@@ -16,7 +17,7 @@ alike: ``\\xHH`` and ``\\uHHHH`` escapes, classes, ``{m,n}`` and groups.
 
 from __future__ import annotations
 
-from oxide_batch.domain.names import CONTROL_RANGES, UNICODE_WHITESPACE
+from oxide_batch.domain.names import CONTROL_RANGES, INVISIBLE_RANGES, UNICODE_WHITESPACE
 
 # Never in a string the API reads: DRF refuses NUL in every string field. (The
 # parser refuses lone surrogates too; they are left out of the classes by the
@@ -93,9 +94,12 @@ def _tiered(inner: list[tuple[int, int]], edge: list[tuple[int, int]], max_bytes
 
 
 def name_pattern(max_bytes: int) -> str:
-    """A name (``validate_name``): no control character, no surrounding
-    whitespace, non-empty, at most ``max_bytes`` UTF-8 bytes."""
-    inner = [*_NEVER, *CONTROL_RANGES]
+    """A name (``validate_name``): no control or invisible character, no
+    surrounding whitespace, non-empty, at most ``max_bytes`` UTF-8 bytes. (The
+    few invisible characters beyond the BMP cannot be named in a portable
+    class: the pattern admits them, the server refuses them.)"""
+    bmp_invisible = [(low, high) for low, high in INVISIBLE_RANGES if high <= 0xFFFF]
+    inner = [*_NEVER, *CONTROL_RANGES, *bmp_invisible]
     return _tiered(inner, [*inner, *_whitespace()], max_bytes)
 
 

@@ -92,7 +92,10 @@ PARAMETER_VALUE: dict[str, Any] = {
 }
 
 
-NAME_KEYS = "(a name: 1–{bytes} UTF-8 bytes, no control character, no surrounding whitespace)"
+NAME_KEYS = (
+    "(a name: 1–{bytes} UTF-8 bytes, no control or invisible character (Unicode Cf, Zl, "
+    "Zp), no surrounding whitespace)"
+)
 
 # Parameter name → value (``JobParameter.from_json``).
 PARAMETER_MAP: dict[str, Any] = {

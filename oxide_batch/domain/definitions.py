@@ -23,7 +23,7 @@ from oxide_batch.domain.errors import (
     UnsupportedManifestVersion,
 )
 from oxide_batch.domain.flow import FlowPlan
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_new_name
 
 SUPPORTED_FORMATS = frozenset({1, 2, 3})
 FLOW_FORMATS = frozenset({2, 3})
@@ -134,11 +134,11 @@ class UpgradeEdge:
         step_mapping: Mapping[str, str],
     ) -> UpgradeEdge:
         try:
-            validate_name(job_name, NameKind.JOB)
-            validate_name(key, NameKind.UPGRADE_KEY)
+            validate_new_name(job_name, NameKind.JOB)
+            validate_new_name(key, NameKind.UPGRADE_KEY)
             for source, target in step_mapping.items():
-                validate_name(source, NameKind.STEP)
-                validate_name(target, NameKind.STEP)
+                validate_new_name(source, NameKind.STEP)
+                validate_new_name(target, NameKind.STEP)
         except DomainError as error:
             raise InvalidUpgradeEdge(reason=str(error)) from None
         if not step_mapping:

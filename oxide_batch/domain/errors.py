@@ -99,6 +99,24 @@ class NameContainsControl(DomainError):
 
 
 @dataclass(eq=False)
+class NameContainsInvisible(DomainError):
+    """A name holding a character that changes how the text around it is shown
+    without being seen itself (decision 201): a step beyond the seed's rule."""
+
+    code: ClassVar[str] = "name_contains_invisible"
+    kind: str
+    character_index: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.kind} contains an invisible character at index {self.character_index} "
+            "(a Unicode format character such as a bidi control, a zero-width character "
+            "or the BOM, or a line or paragraph separator)"
+        )
+
+
+@dataclass(eq=False)
 class InvalidCharacters(DomainError):
     """An operator string outside its character set (actor, reason code, operation id)."""
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from oxide_batch.domain.errors import InvalidCharacters, JobNotPermitted
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_new_name
 
 #: At most this many patterns per token.
 MAX_PATTERNS = 32
@@ -29,7 +29,7 @@ def validate_pattern(pattern: str) -> str:
     """A pattern is written like a job name (1–128 UTF-8 bytes, no surrounding
     whitespace, no control character) and holds at least one character that is
     not a wildcard or stands for a name (``*`` alone: every job)."""
-    validate_name(pattern, NameKind.JOB)
+    validate_new_name(pattern, NameKind.JOB)
     return pattern
 
 

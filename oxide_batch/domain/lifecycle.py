@@ -32,7 +32,7 @@ from oxide_batch.domain.execution import (
     ExecutionTimestamps,
     FailureSummary,
 )
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_new_name
 from oxide_batch.domain.status import BatchStatus
 
 S = BatchStatus
@@ -222,7 +222,7 @@ def compare_and_enrich(
 ) -> tuple[ExecutionMetadata, int]:
     """Exit-status enrichment: its own CAS that never changes status."""
     validate_expected_version(expected_version, version)
-    validate_name(exit_code, NameKind.EXIT_CODE)
+    validate_new_name(exit_code, NameKind.EXIT_CODE)
     return _with(metadata, exit_code=exit_code), next_version(version)
 
 

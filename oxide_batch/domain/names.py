@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 
 from oxide_batch.domain.errors import (
     EmptyName,
     IdentifierOutOfRange,
     InvalidCharacters,
     NameContainsControl,
+    NameContainsInvisible,
     NameHasSurroundingWhitespace,
     NameTooLong,
     ZeroIdentifier,
@@ -95,11 +97,53 @@ def is_control(character: str) -> bool:
     return any(low <= code <= high for low, high in CONTROL_RANGES)
 
 
+# Unicode general categories a name refuses beyond the seed's ``is_control``
+# (decision 201): format characters (bidi controls such as U+202E, zero-width
+# characters, the BOM) and line/paragraph separators. A name is shown: one of
+# these would make it read as another name, or reorder the row around it.
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+
+
+# The same categories as inclusive code point ranges (Python 3.11's Unicode
+# 14.0; a test checks them against ``unicodedata``), for the API's schema
+# patterns, which can name only the Basic Multilingual Plane's.
+INVISIBLE_RANGES = (
+    (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F),
+    (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+    (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)  # fmt: skip
+
+
+def is_invisible(character: str) -> bool:
+    """Unicode general category Cf, Zl or Zp."""
+    return unicodedata.category(character) in INVISIBLE_CATEGORIES
+
+
+def _escape(code: int) -> str:
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+# Every invisible character → its escape as Python writes it (``\u202e``).
+_VISIBLE = {code: _escape(code) for low, high in INVISIBLE_RANGES for code in range(low, high + 1)}
+
+
+def escape_invisible(text: str) -> str:
+    """``text`` with every invisible character (:data:`INVISIBLE_RANGES`) written
+    as its escape, so a name stored before decision 201 (or a partition key,
+    which may hold them, contract §2.4.1) shows what it holds instead of
+    reordering or hiding the text around it."""
+    return text.translate(_VISIBLE)
+
+
 def validate_name(value: str, kind: NameKind) -> str:
-    """Return ``value`` if it is a valid name of ``kind``.
+    """Return ``value`` if it is a valid name of ``kind`` by the seed's rule.
 
     Checked in the seed's order: empty, byte length, surrounding whitespace,
-    control characters (reported by index, never by value).
+    control characters (reported by index, never by value). What the domain
+    holds — a name read back from a row included — passes this; a name being
+    written passes :func:`validate_new_name` as well.
     """
     if not isinstance(value, str):
         raise TypeError(f"{kind.label} must be a str")
@@ -112,6 +156,19 @@ def validate_name(value: str, kind: NameKind) -> str:
     for index, character in enumerate(value):
         if is_control(character):
             raise NameContainsControl(kind=kind.label, character_index=index)
+    return value
+
+
+def validate_new_name(value: str, kind: NameKind) -> str:
+    """:func:`validate_name`, then — a step beyond the seed (decision 201) — no
+    invisible character (:func:`is_invisible`, ``NameContainsInvisible``, by
+    index). Every path that writes a name calls it (the API's inputs, the
+    repository's writes, the commands); a row stored before the rule still
+    reads back (:func:`validate_name`), and the console shows it escaped."""
+    validate_name(value, kind)
+    for index, character in enumerate(value):
+        if is_invisible(character):
+            raise NameContainsInvisible(kind=kind.label, character_index=index)
     return value
 
 

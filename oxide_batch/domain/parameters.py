@@ -14,7 +14,7 @@ from oxide_batch.domain.errors import (
     InvalidParameterValue,
     ParameterStringTooLong,
 )
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_name, validate_new_name
 
 MAX_STRING_PARAMETER_BYTES = 65_536
 I64_MIN = -(2**63)
@@ -167,6 +167,15 @@ class JobInstanceKey:
     def digest(self) -> str:
         """SHA-256 of the version-1 encoding, lowercase hex."""
         return hashlib.sha256(self.encode()).hexdigest()
+
+    def validate_new(self) -> JobInstanceKey:
+        """This key, if its names may be written now: the job name and each
+        parameter name pass ``validate_new_name`` (decision 201). A key read
+        back from a row is not held to it."""
+        validate_new_name(self.job_name, NameKind.JOB)
+        for parameter in self.parameters:
+            validate_new_name(parameter.name, NameKind.PARAMETER)
+        return self
 
     def descriptors(self) -> list[tuple[str, ParameterType]]:
         """Names and types only — what may be shown without the allowlist."""

@@ -334,6 +334,20 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             "(emitted at once)",
         ),
         _spec(
+            "console.login_failed",
+            INFO,
+            ("request_id", "client_ip"),
+            "a console login failed: wrong credentials, or refused by the lockout (no "
+            "user name is logged; emitted at once)",
+        ),
+        _spec(
+            "console.login_locked_out",
+            WARNING,
+            ("request_id", "client_ip"),
+            "a console login was refused because its account or address reached the "
+            "failure limit (django-axes; also on each later attempt while locked)",
+        ),
+        _spec(
             "api.request",
             DEBUG,
             ("request_id", "route", "method", "status", "duration_ms"),

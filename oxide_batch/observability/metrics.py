@@ -222,6 +222,17 @@ WATCHDOG_LAST_PASS: Final = Gauge(
     registry=REGISTRY,
     multiprocess_mode="max",
 )
+CONSOLE_LOGIN_FAILURES: Final = Counter(
+    "oxide_batch_console_login_failures",
+    "Failed console logins: wrong credentials and attempts refused by the lockout.",
+    registry=REGISTRY,
+)
+CONSOLE_LOCKOUTS: Final = Counter(
+    "oxide_batch_console_login_lockouts",
+    "Console login attempts refused because the account or the address is locked out "
+    "(django-axes; the first counts when the limit is reached).",
+    registry=REGISTRY,
+)
 # Registered after the gauges (below), so a scrape shows the failure of its own refresh.
 GAUGE_REFRESH_FAILURES: Final = Counter(
     "oxide_batch_gauge_refresh_failures",
@@ -269,6 +280,8 @@ def label_sets() -> dict[str, dict[str, frozenset[str]]]:
         "oxide_batch_watchdog_passes": {"outcome": WATCHDOG_PASS_OUTCOMES},
         "oxide_batch_watchdog_last_pass_timestamp_seconds": {},
         "oxide_batch_gauge_refresh_failures": {},
+        "oxide_batch_console_login_failures": {},
+        "oxide_batch_console_login_lockouts": {},
         "oxide_batch_executions": {"status": STATUSES},
         "oxide_batch_executions_estimated": {"status": STATUSES},
         "oxide_batch_unresolved_executions": {},

@@ -21,7 +21,7 @@ from oxide_batch.domain.errors import (
     DefinitionNotFound,
     DefinitionUpgradeConflict,
 )
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_new_name
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 DEFINITION_COLUMNS = (
@@ -60,8 +60,8 @@ class DefinitionOperations(UnitOfWorkBase):
         One insert (``ON CONFLICT DO NOTHING``) and one read of the rows either
         unique key (revision, digest) of the job matches.
         """
-        validate_name(job_name, NameKind.JOB)
-        validate_name(revision, NameKind.REVISION)
+        validate_new_name(job_name, NameKind.JOB)
+        validate_new_name(revision, NameKind.REVISION)
         canonical = Manifest.canonicalise(manifest, job_name=job_name)
         new_id = self._insert_unless_conflict(
             models.JobDefinition,

@@ -80,7 +80,9 @@ class ExecutionOperations(DefinitionOperations):
         """The unique instance of ``key``; race-free (insert-on-conflict, then read).
 
         Of concurrent callers with one key exactly one sees ``created=True``.
+        A name with an invisible character → ``NameContainsInvisible`` (decision 201).
         """
+        key.validate_new()
         created_at = self.now()
         new_id = self._insert_unless_conflict(
             models.JobInstance,

@@ -46,7 +46,7 @@ from oxide_batch.domain.flow import (
     TerminalKind,
     check_decision_against_plan,
 )
-from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name, validate_new_name
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.plans import (
     node_allows_start_if_complete,
@@ -168,8 +168,8 @@ class FlowOperations(StepOperations):
         be a positive integer (``TypeError``/``ValueError`` otherwise: the caller
         validates the plan).
         """
-        validate_name(step_name, NameKind.STEP)
-        node = validate_name(node_id, NameKind.NODE)
+        validate_new_name(step_name, NameKind.STEP)
+        node = validate_new_name(node_id, NameKind.NODE)
         if start_limit is not None:
             if isinstance(start_limit, bool) or not isinstance(start_limit, int):
                 raise TypeError("start_limit must be an int or None")

@@ -31,7 +31,7 @@ from oxide_batch.domain.fused import (
 )
 from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
-from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name
+from oxide_batch.domain.names import IdentifierKind, NameKind, validate_new_name
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import (
     EnvelopeKind,
@@ -127,8 +127,8 @@ class StepOperations(UnitOfWorkBase):
         without a row → ``RestartStateNotFound``. A checkpoint or context to take
         over that does not verify → ``FaultStateCorrupt`` and no step is created.
         """
-        validate_name(step_name, NameKind.STEP)
-        node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
+        validate_new_name(step_name, NameKind.STEP)
+        node = validate_new_name(node_id if node_id is not None else step_name, NameKind.NODE)
         parent_id = self._id(JOB_EXECUTION, job_execution_id)
         parent = self._lock_step_parent(parent_id)
         hold_to_declared_start_limit(self._using, parent, node)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -16,6 +17,7 @@ from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
+    can_view_payload,
     link,
     linked_rows,
 )
@@ -28,6 +30,7 @@ from oxide_batch.admin.display import (
 )
 from oxide_batch.admin.pages.common import JobNameFilter, SearchByIdOrName
 from oxide_batch.selectors import pages
+from oxide_batch.selectors.instances import shown_key_digest
 
 
 @admin.register(models.JobInstance)
@@ -51,6 +54,16 @@ class JobInstanceAdmin(SearchByIdOrName, InstanceActions, ReadOnlyAdmin):
         "attempts",
         "operator_actions",
     )
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # Decision 200: the contract's digest for payload readers only; a viewer
+        # sees it keyed, so hashing guessed values confirms nothing.
+        digest = "key_digest" if can_view_payload(request) else "keyed_digest"
+        return tuple(digest if field == "key_digest" else field for field in self.fields)
+
+    @admin.display(description="key digest")
+    def keyed_digest(self, obj: models.JobInstance) -> str:
+        return shown_key_digest(obj.key_digest, payload_reader=False)
 
     @admin.display(description="parameters")
     def run_parameters(self, obj: models.JobInstance) -> SafeString:

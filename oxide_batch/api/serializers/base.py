@@ -21,7 +21,7 @@ from oxide_batch.domain.names import (
     NameKind,
     OperatorStringKind,
     validate_identifier,
-    validate_name,
+    validate_new_name,
     validate_operator_string,
 )
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StateLimits
@@ -60,8 +60,10 @@ def identifier(path: str, kind: IdentifierKind, value: int) -> int:
 
 
 def name(path: str, kind: NameKind, value: str) -> str:
+    """A name the request writes or names: the seed's rule and no invisible
+    character (decision 201)."""
     with at(path):
-        return validate_name(value, kind)
+        return validate_new_name(value, kind)
 
 
 def envelope(path: str, raw: Any, kind: EnvelopeKind, limits: StateLimits) -> StateEnvelope | None:

@@ -13,9 +13,9 @@ from oxide_batch.api.serializers.base import Input, Output, PageOutput, at, name
 from oxide_batch.api.shapes import PARAMETER_MAP
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import InvalidParameterValue
-from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.names import NameKind, validate_new_name
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
-from oxide_batch.selectors.instances import InstanceRecord
+from oxide_batch.selectors.instances import InstanceRecord, shown_key_digest
 
 
 def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[JobParameter]:
@@ -23,6 +23,7 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
     with at(path):
         for parameter_name, value in raw.items():
             parameter = JobParameter.from_json(parameter_name, value, identifying=identifying)
+            validate_new_name(parameter.name, NameKind.PARAMETER)
             if parameter.type is ParameterType.STRING and "\x00" in str(parameter.value):
                 # PostgreSQL cannot store NUL in text or jsonb.
                 raise InvalidParameterValue(reason="a string value must not contain NUL")
@@ -30,9 +31,12 @@ def parameters(path: str, raw: Mapping[str, Any], *, identifying: bool) -> list[
     return found
 
 
+DIGEST_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
 # OpenAPI 3.0 has no ``propertyNames`` (decisions 96 and 165): the keys' rule in words.
 PARAMETER_NAMES = (
-    "Each name (a key) is 1–128 UTF-8 bytes with no control characters and no leading or "
+    "Each name (a key) is 1–128 UTF-8 bytes with no control characters, no invisible "
+    "characters (Unicode categories Cf, Zl, Zp) and no leading or "
     "trailing whitespace (a name is compared byte for byte), and is in one of the two maps "
     "only; OpenAPI 3.0 cannot state a rule on keys, so it is stated here in words."
 )
@@ -93,12 +97,26 @@ class HoldOutput(Output):
 class InstanceOutput(Output):
     id = serializers.IntegerField(source="instance.id")
     job_name = serializers.CharField(source="instance.job_name")
-    key_digest = serializers.CharField(source="instance.key.digest")
+    key_digest = serializers.SerializerMethodField(
+        help_text=(
+            "For readers who may read payloads (runtimes, operators): SHA-256 of the "
+            "version-1 key encoding. For other readers (viewers): HMAC-SHA256 of it "
+            "under a server secret, so a hidden parameter value cannot be confirmed by "
+            "hashing guesses."
+        )
+    )
     parameters = serializers.SerializerMethodField(
         help_text="Identifying parameters in name byte order; values only where allowed."
     )
     created_at = InstantField(source="instance.created_at")
     hold = HoldOutput(allow_null=True)
+
+    @extend_schema_field(DIGEST_SCHEMA)
+    def get_key_digest(self, record: InstanceRecord) -> str:
+        # No context (a caller that did not say): the safe answer, the keyed one.
+        return shown_key_digest(
+            record.instance.key.digest, payload_reader=self.context.get("payloads", False)
+        )
 
     @extend_schema_field(ParameterOutput(many=True))
     def get_parameters(self, record: InstanceRecord) -> list[dict[str, Any]]:

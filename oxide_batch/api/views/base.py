@@ -145,12 +145,14 @@ class BatchView(ApiContract):
         queryset: Any,
         output: type[s.Output],
         record: Callable[[Any], Any] | None = None,
+        context: dict[str, Any] | None = None,
     ) -> Response:
         """One keyset page of ``queryset``, each row made a record by ``record``
-        (default: the row as it is) and rendered with ``output``."""
+        (default: the row as it is) and rendered with ``output`` (given ``context``)."""
         paginator, rows = paginate(self, request, queryset)
         records = rows if record is None else [record(row) for row in rows]
-        return paginator.get_paginated_response(output(records, many=True).data)
+        data = output(records, many=True, context=context or {}).data
+        return paginator.get_paginated_response(data)
 
 
 def paginate(view: APIView, request: Request, queryset: Any) -> tuple[KeysetPagination, list[Any]]:

@@ -12,6 +12,7 @@ from oxide_batch.api import render
 from oxide_batch.api import serializers as s
 from oxide_batch.api.fields import INSTANT_SCHEMA
 from oxide_batch.api.filters import UNRESOLVED_FOR_SCHEMA, ExecutionFilter, apply_filters
+from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import (
@@ -332,7 +333,9 @@ class LaunchesView(BatchView):
             uow.commit()
         return Response(
             {
-                "instance": s.InstanceOutput(instance).data,
+                "instance": s.InstanceOutput(
+                    instance, context={"payloads": may_see_payloads(request)}
+                ).data,
                 "execution": render.execution_write_data(record, control),
             },
             status=http.HTTP_201_CREATED,

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 
 from oxide_batch.api import serializers as s
 from oxide_batch.api.filters import InstanceFilter, apply_filters
+from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.shapes import name_schema
 from oxide_batch.api.views.base import PAGE_PARAMETERS, READ, READ_RUN, BatchView
@@ -37,7 +38,13 @@ class InstancesView(BatchView):
     )
     def get(self, request: Request) -> Response:
         queryset = self.scoped(apply_filters(InstanceFilter, request, instances()))
-        return self.page(request, queryset, s.InstanceOutput, instance_record_from_row)
+        return self.page(
+            request,
+            queryset,
+            s.InstanceOutput,
+            instance_record_from_row,
+            context={"payloads": may_see_payloads(request)},
+        )
 
     @endpoint(
         operation_id="select_or_create_instance",
@@ -58,7 +65,7 @@ class InstancesView(BatchView):
             record = instance_record(selection.instance.id)
             uow.commit()
         return Response(
-            s.InstanceOutput(record).data,
+            s.InstanceOutput(record, context={"payloads": may_see_payloads(request)}).data,
             status=http.HTTP_201_CREATED if selection.created else http.HTTP_200_OK,
         )
 
@@ -76,4 +83,6 @@ class InstanceView(BatchView):
         tags=["instances"],
     )
     def get(self, request: Request, instance_id: int) -> Response:
-        return Response(s.InstanceOutput(instance_record(instance_id)).data)
+        record = instance_record(instance_id)
+        context = {"payloads": may_see_payloads(request)}
+        return Response(s.InstanceOutput(record, context=context).data)

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "hostsite.accounts.apps.AccountsConfig",
     "hostsite.shop.apps.ShopConfig",
+    "axes",
     "oxide_batch",
 ]
 
@@ -41,7 +42,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
+
+# The console's login throttle, as the README's "Add oxide_batch to your Django
+# project" says (django-axes; docs/settings.md, "Console logins").
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_TEMPLATE = "admin/oxide_batch/login_locked.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "hostsite.urls"
 AUTH_USER_MODEL = "accounts.Member"
