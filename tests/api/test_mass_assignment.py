@@ -220,6 +220,9 @@ def may(change: dict[str, set[str]] | None = None, *add: str, delete: bool = Fal
 
 
 AUDITED = ("OperatorRequest",)
+# A move that ends an execution writes its notification event with it (the
+# transactional outbox, issue 41; decision 240).
+OUTBOX = "NotificationEvent"
 CONTRACT: dict[str, May] = {
     "register_definition": may(None, "JobDefinition"),
     "register_definition_upgrade": may(None, "DefinitionUpgrade"),
@@ -227,15 +230,26 @@ CONTRACT: dict[str, May] = {
     "create_execution": may(None, "JobExecution"),
     # contract §4.2: the instance (when new) and its attempt, inserted claimed and STARTED.
     "launch": May({}, frozenset({"JobInstance", "JobExecution"}), starts_at=1),
-    # A move to FAILED records when it failed (kept by a later abandon).
-    "transition_execution": may({"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at"}}),
+    # A move to FAILED records when it failed (kept by a later abandon), a move to
+    # STOPPING when the runtime acknowledged the stop (decision 197).
+    "transition_execution": may(
+        {"JobExecution": {*LIFECYCLE, *COUNTS, "version", "failed_at", "stopping_at"}}, OUTBOX
+    ),
     "enrich_execution_exit_status": may({"JobExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
     # The claimant's user too (contract §2.5.2: only its writes are accepted afterwards).
     # The claim records the lease TTL it granted (contract §2.5.3, decision 212).
     "claim_execution": may({"JobExecution": {"owner_token", "owner_user_id", "lease_ttl"}}),
     # The owner's observation of a stop request moves it to STOPPING (version + 1).
     "observe_execution_control": may(
-        {"JobExecution": {"last_observed_at", "last_activity_at", "status", "version"}}
+        {
+            "JobExecution": {
+                "last_observed_at",
+                "last_activity_at",
+                "status",
+                "version",
+                "stopping_at",
+            }
+        }
     ),
     "create_step": may(None, "StepExecution"),
     "append_flow_decision": may(None, "FlowDecision"),
@@ -255,11 +269,12 @@ CONTRACT: dict[str, May] = {
         },
         *AUDITED,
         "RecoveryDecision",
+        OUTBOX,
     ),
     "stop_execution": may({"JobExecution": {"stop_requested_at", "stop_requested_by"}}, *AUDITED),
     # An operator's abandon is not the runtime's activity: last_activity_at stays.
     "abandon_execution": may(
-        {"JobExecution": {"status", "version", *ENDING, "updated_at"}}, *AUDITED
+        {"JobExecution": {"status", "version", *ENDING, "updated_at"}}, *AUDITED, OUTBOX
     ),
     # A resolution writes its record and nothing of the run (contract §2.5.14).
     "resolve_lost_write": may({"JobExecution": {"lost_write_resolution"}}, *AUDITED),
