@@ -41,9 +41,12 @@ pytestmark = pytest.mark.django_db
 # checkout folder or a virtualenv may be called oxide_batch too).
 APP = str(Path(oxide_batch.__file__).resolve().parent) + os.sep
 MIGRATIONS = APP + "migrations" + os.sep
-# The walks' budgets: (files, modules on the path to SQL).
-RECOVER = (35, 13)
-TRANSITION = (37, 8)
+# The walks' budgets: (files, modules on the path to SQL). Issue 41 added two
+# files to each, on purpose: a move that ends an execution writes its
+# notification event in its own transaction (repository/outbox.py, one of the
+# path to SQL, and the event's rules in domain/notifications.py; decision 240).
+RECOVER = (37, 14)
+TRANSITION = (39, 9)
 
 
 def _module(frame: FrameType) -> str | None:
