@@ -312,13 +312,14 @@ def test_metrics_show_the_notifier_gauges(repo, clock) -> None:
     assert samples[("oxide_batch_notify_oldest_pending_seconds", ())] > 0
 
 
-def test_the_watchdogs_recovery_reaches_the_webhook_with_the_link(repo, clock) -> None:
+def test_the_watchdogs_recovery_reaches_the_webhook_with_the_link(repo, clock, settings) -> None:
     """In process (the real-process version, with a SIGKILLed worker, is not
     written yet): a lease expires, the watchdog's pass recovers, the notifier's
     pass delivers "recovered by the watchdog" with the case file's link."""
     from oxide_batch.services import bootstrap
     from tests.services.test_watchdog import TTL, owned_running, watchdog
 
+    settings.OXIDE_BATCH_LEASE_TTL = TTL  # the claim is granted the TTL judged by
     with receiving() as receiver:
         receiver.secret = rule("hook", events="execution.recovered", webhook=receiver.url)
         execution = owned_running(repo, clock, "killed")

@@ -86,7 +86,7 @@ def test_the_service_installs_the_router_and_the_middleware_with_a_replica(
 @pytest.mark.standalone
 def test_the_service_without_a_replica_installs_neither(settings: Any) -> None:
     """No request passes through the middleware, no query asks the router."""
-    assert wiring({}) == ["True", "django.middleware.clickjacking.XFrameOptionsMiddleware"]
+    assert wiring({}) == ["True", "axes.middleware.AxesMiddleware"]  # django-axes: last
     assert REPLICA_MIDDLEWARE not in settings.MIDDLEWARE
     assert settings.DATABASE_ROUTERS == []
     assert replica_wiring_check() == []
