@@ -127,7 +127,9 @@ def deadline_rule(
     ``expect_every``, which is then whole days; ``zone`` only with ``by``
     (default UTC)."""
     if max_duration is None and expect_every is None:
-        raise DeadlineInvalid(field="deadline", reason="give --max-duration, --expect-every or both")
+        raise DeadlineInvalid(
+            field="deadline", reason="give --max-duration, --expect-every or both"
+        )
     if by is None and zone is not None:
         raise DeadlineInvalid(field="tz", reason="only with --by")
     if by is not None and expect_every is None:
@@ -160,7 +162,8 @@ def _local_deadline(day: date, at: time, zone: ZoneInfo) -> datetime:
 def latest_deadline(rule: DeadlineRule, now: datetime) -> Period | None:
     """The latest period (of a rule with ``by``) whose deadline is at or before
     ``now`` and after the rule was set; ``None`` if none yet."""
-    assert rule.expect_every is not None and rule.by is not None and rule.zone is not None
+    if rule.expect_every is None or rule.by is None or rule.zone is None:
+        return None
     zone = ZoneInfo(rule.zone)
     step = rule.expect_every.days
     anchor = rule.set_at.astimezone(zone).date()
