@@ -36,6 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.errors import DomainError, NotFound
+from oxide_batch.domain.names import NameKind, validate_name
 
 MIN_DURATION = timedelta(seconds=1)
 MAX_DURATION = timedelta(days=3650)
@@ -107,8 +108,10 @@ def parse_by(text: str) -> time:
 
 def parse_zone(text: str) -> str:
     try:
+        if len(text) > 64:
+            raise ValueError(text)
         ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise DeadlineInvalid(field="tz", reason=f"unknown time zone {text!r}") from None
     return text
 
@@ -125,7 +128,8 @@ def deadline_rule(
     """Validate a rule's fields (``DeadlineInvalid`` names the field): at
     least one of ``max_duration`` and ``expect_every``; ``by`` only with
     ``expect_every``, which is then whole days; ``zone`` only with ``by``
-    (default UTC)."""
+    (default UTC). The job name is checked as every job name is."""
+    validate_name(job_name, NameKind.JOB)
     if max_duration is None and expect_every is None:
         raise DeadlineInvalid(
             field="deadline", reason="give --max-duration, --expect-every or both"
