@@ -22,8 +22,8 @@ from oxide_batch.domain.errors import DomainError
 SET = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)
 
 
-def at(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def berlin(every: str = "1d", by: str = "06:00", set_at: datetime = SET):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -252,10 +253,11 @@ def test_the_detection_reads_in_a_bounded_number_of_queries(repo, clock, deadlin
 # -- the commands, the audit, the delivery -----------------------------------------------------
 
 
-def command(*args: str) -> dict:
+def command(*args: str) -> dict[str, Any]:
     out = io.StringIO()
     call_command("batch_deadlines", *args, "--json", stdout=out)
-    return json.loads(out.getvalue())
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
 
 
 def test_set_clear_and_list_are_audited(settings) -> None:
