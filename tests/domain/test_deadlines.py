@@ -140,3 +140,10 @@ def test_a_rolling_period_runs_from_the_setting_or_the_last_completion() -> None
 def test_a_rule_without_expect_every_never_misses() -> None:
     rule = deadline_rule(job_name="sync", set_at=SET, max_duration="1h")
     assert missed_period(rule, SET + timedelta(days=400), last_completed_at=None) is None
+
+
+def test_a_by_that_occurs_twice_is_its_first_occurrence() -> None:
+    rule = berlin(by="02:30", set_at=at(2026, 10, 20, 12, 0))  # 02:30 twice on 2026-10-25
+    period = latest_deadline(rule, at(2026, 10, 25, 12, 0))
+    assert period is not None
+    assert period.deadline == at(2026, 10, 25, 0, 30)  # 02:30 CEST, not 02:30 CET

@@ -330,3 +330,12 @@ def test_the_events_reach_a_rule_that_wants_them(repo, clock, service, settings)
     assert missing["data"]["deadline"] == "2026-01-02T05:00:00.000Z"
     assert "overdue" in slack_text(documents["execution.overdue"])
     assert "no completed run" in slack_text(missing)
+
+
+def test_the_list_is_one_query(deadlines) -> None:
+    for n in range(5):
+        deadlines.set(f"job{n}", by=BY, expect_every="1d", at="06:00")
+    with CaptureQueriesContext(connection) as captured:
+        rules = deadlines.rules()
+    assert [rule.job_name for rule in rules] == [f"job{n}" for n in range(5)]
+    assert len(captured.captured_queries) == 1
