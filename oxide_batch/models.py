@@ -965,3 +965,94 @@ class NotificationRuleChange(AuditModel):
 
     def __str__(self) -> str:
         return f"{self.action} {self.rule_name}"
+
+
+DEADLINE_ALARMS = ["execution.overdue", "job.missing"]
+
+
+class JobDeadline(models.Model):
+    """A job's run deadlines (issue 41 points 4-5, ``domain/deadlines.py``): a
+    maximum duration of a run, and/or a completion expected every period (by a
+    local time of day in a zone). ``set_at`` anchors the periods."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_name = models.CharField(max_length=128, unique=True)
+    max_duration_ms = models.BigIntegerField(null=True, blank=True)
+    expect_every_ms = models.BigIntegerField(null=True, blank=True)
+    by_time = models.TimeField(null=True, blank=True)
+    zone = models.CharField(max_length=64, blank=True)
+    set_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_job_deadline"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_duration_ms__isnull=False) | Q(expect_every_ms__isnull=False),
+                name="ob_deadline_something",
+            ),
+            models.CheckConstraint(
+                condition=Q(by_time__isnull=True) | Q(expect_every_ms__isnull=False),
+                name="ob_deadline_by_needs_every",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.job_name
+
+
+class JobDeadlineChange(AuditModel):
+    """Append-only audit of every change to a job's deadlines."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_name = models.CharField(max_length=128)
+    action = models.CharField(max_length=16)
+    actor = models.CharField(max_length=128)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    details = models.JSONField(default=dict)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_job_deadline_change"
+        indexes = [models.Index(fields=["-changed_at"], name="ob_deadline_changed")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.job_name}"
+
+
+class DeadlineAlarm(models.Model):
+    """That a deadline event was raised, inserted with its outbox event in one
+    transaction: at most one ``execution.overdue`` per execution and one
+    ``job.missing`` per (job, period start) — the unique constraints make a
+    second watchdog's insert fail instead of raising it twice."""
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=40, choices=[(k, k) for k in DEADLINE_ALARMS])
+    job_name = models.CharField(max_length=128)
+    job_execution_id = models.BigIntegerField(null=True, blank=True)
+    period_start = models.DateTimeField(null=True, blank=True)
+    raised_at = models.DateTimeField()
+    event_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ob_deadline_alarm"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=DEADLINE_ALARMS), name="ob_alarm_kind"),
+            models.CheckConstraint(
+                condition=Q(kind="execution.overdue", job_execution_id__isnull=False)
+                | Q(kind="job.missing", period_start__isnull=False),
+                name="ob_alarm_subject",
+            ),
+            models.UniqueConstraint(
+                fields=["job_execution_id"],
+                condition=Q(kind="execution.overdue"),
+                name="ob_alarm_overdue_once",
+            ),
+            models.UniqueConstraint(
+                fields=["job_name", "period_start"],
+                condition=Q(kind="job.missing"),
+                name="ob_alarm_missing_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.job_name}"

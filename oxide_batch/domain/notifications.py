@@ -32,10 +32,11 @@ class EventKind(enum.StrEnum):
     EXECUTION_STOPPED = "execution.stopped"
     EXECUTION_ABANDONED = "execution.abandoned"
     EXECUTION_COMPLETED = "execution.completed"
-    # Accepted in rules, not raised yet (issue 41 points 4 and 5, the marker, the purge).
-    EXECUTION_LOST_WRITE = "execution.lost_write"
+    # Raised by the watchdog's pass (``services/deadlines.py``, issue 41 points 4-5).
     EXECUTION_OVERDUE = "execution.overdue"
     JOB_MISSING = "job.missing"
+    # Accepted in rules, not raised yet (the marker, the purge).
+    EXECUTION_LOST_WRITE = "execution.lost_write"
     PURGE_FAILED = "purge.failed"
 
 
@@ -151,6 +152,16 @@ def payload(
 def one_line(document: Mapping[str, Any]) -> str:
     """A readable one-line text of an event (the Slack format, the e-mail's subject)."""
     data = document["data"]
+    if document["type"] == EventKind.JOB_MISSING:
+        return (
+            f"{data['job_name']}: missing — no completed run from {data.get('period_start')} "
+            f"to {data.get('deadline')}"
+        )
+    if document["type"] == EventKind.EXECUTION_OVERDUE:
+        return (
+            f"{data['job_name']}: execution {data['job_execution_id']} overdue — still "
+            f"{data['status']} past its maximum duration (since {data.get('overdue_since')})"
+        )
     what = str(document["type"]).removeprefix("execution.").replace("_", " ")
     text = f"{data['job_name']}: execution {data['job_execution_id']} {what}"
     if document["type"] == EventKind.EXECUTION_RECOVERED:

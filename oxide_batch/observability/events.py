@@ -234,6 +234,13 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             "lease_not_expired (the owner wrote since), refused (a rule refused it, audited)",
         ),
         _spec(
+            "watchdog.raised",
+            INFO,
+            ("kind", "job_name", "job_execution_id", "period_start", "deadline", "event_id"),
+            "the watchdog raised a run deadline's event (execution.overdue, job.missing) "
+            "into the notification outbox",
+        ),
+        _spec(
             "watchdog.holding",
             INFO,
             ("until", "why"),

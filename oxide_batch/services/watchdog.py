@@ -51,6 +51,7 @@ from oxide_batch.domain.failures import WATCHDOG_ACTOR_PREFIX
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.selectors.unresolved import expired_lease_candidates
 from oxide_batch.services.audit import Actor, Outcome
+from oxide_batch.services.deadlines import Deadlines, RaisedAlarm
 from oxide_batch.services.operator import OperatorService
 
 #: The reason code of the watchdog's decisions.
@@ -107,6 +108,7 @@ class PassReport:
     at: datetime
     holding_until: datetime | None = None
     actions: tuple[WatchdogAction, ...] = ()
+    alarms: tuple[RaisedAlarm, ...] = ()
 
     def count(self, kind: ActionKind) -> int:
         return sum(1 for action in self.actions if action.kind is kind)
@@ -123,10 +125,12 @@ class Watchdog:
         actor: Actor | None = None,
         limit: int = 100,
         dry_run: bool = False,
+        deadlines: Deadlines | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self.service = service
+        self.deadlines = deadlines or Deadlines(clock=service.repository.clock)
         self.actor = actor or watchdog_actor()
         self.limit = limit
         self.dry_run = dry_run
@@ -142,7 +146,9 @@ class Watchdog:
 
     def run_pass(self) -> PassReport:
         """One pass: recover (or, with ``dry_run``, list) up to ``limit``
-        executions whose lease expired. Raises what the repository raises when
+        executions whose lease expired, then raise the run deadlines' events
+        due (``execution.overdue``, ``job.missing``; none in a dry run —
+        ``services/deadlines.py``). Raises what the repository raises when
         the database cannot be reached (``Unavailable``, …)."""
         now = self.now()
         actions: list[WatchdogAction] = []
@@ -166,7 +172,8 @@ class Watchdog:
         # One that is no longer left to a human (resolved, purged) is said again
         # if it comes back.
         self._left_to_human = left
-        return PassReport(at=now, actions=tuple(actions))
+        alarms = () if self.dry_run else tuple(self.deadlines.raise_due(now=now, limit=self.limit))
+        return PassReport(at=now, actions=tuple(actions), alarms=alarms)
 
     def _consider(
         self, proposal: RecoveryProposal, left: dict[int, str] | None = None

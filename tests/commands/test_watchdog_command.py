@@ -17,6 +17,8 @@ from oxide_batch import models
 from oxide_batch.domain import BatchStatus, JobExecution
 from oxide_batch.domain.errors import Unavailable
 from oxide_batch.management.commands import batch_watchdog
+from oxide_batch.repository.notifications import ChangeBy
+from oxide_batch.services.deadlines import Deadlines
 from tests.commands import test_contract_commands as contract_commands
 from tests.commands import test_operator_commands as operator_commands
 from tests.helpers import key, move
@@ -121,3 +123,22 @@ def test_bad_flags_are_usage_errors(flags):
     """Refused by the parser (on a command line: argparse's exit 2), naming the flag."""
     with pytest.raises(CommandError, match=f"argument {flags[0]}"):
         text("batch_watchdog", "--once", *flags)
+
+
+def test_once_raises_a_run_deadline_and_says_so(system_repo, clock):
+    """Issue 41 point 4: the pass raises ``execution.overdue`` (once) and reports it."""
+    Deadlines(clock=clock).set("watched_job", by=ChangeBy("test"), max_duration="1h")
+    with system_repo.begin() as uow:
+        instance = uow.select_or_create_job_instance(key("watched_job")).instance
+        execution = uow.create_job_execution(instance.id)
+        uow.commit()
+    started = move(system_repo, execution, S.STARTED, clock=clock)
+    clock.advance(timedelta(hours=1, seconds=1))
+    (alarm,) = run("batch_watchdog", "--once")["alarms"]
+    assert (alarm["kind"], alarm["job_execution_id"]) == ("execution.overdue", started.id)
+    assert alarm["event_id"] == models.NotificationEvent.objects.get(kind=alarm["kind"]).pk
+    assert run("batch_watchdog", "--once")["alarms"] == []  # once
+    models.DeadlineAlarm.objects.all().delete()
+    models.NotificationEvent.objects.all().delete()
+    output = text("batch_watchdog", "--once")
+    assert f"execution {started.id} of watched_job: past its maximum duration" in output

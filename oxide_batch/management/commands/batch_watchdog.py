@@ -9,9 +9,14 @@ saw, it recovers nothing for one lease TTL (a live worker that was retrying
 renews its lease by then); ``--once`` (for cron) does not wait at its start, but
 still holds off while the database server has been up for less than a TTL.
 
-Output: a line per execution it acted on (``--json``: one JSON object per pass;
-with ``--once`` exactly one), an event line per recovery (``watchdog.recovered``,
-WARNING; a ``--dry-run``'s ``watchdog.would_recover``, INFO)
+Each pass also raises the run deadlines' events due (``execution.overdue``
+once per execution, ``job.missing`` once per period; ``manage.py
+batch_deadlines``, docs/notifications.md) — none in a dry run or while held off.
+
+Output: a line per execution it acted on and per deadline event raised
+(``--json``: one JSON object per pass; with ``--once`` exactly one), an
+event line per recovery (``watchdog.recovered``, WARNING; a ``--dry-run``'s
+``watchdog.would_recover``, INFO; a deadline's ``watchdog.raised``, INFO)
 and the ``oxide_batch_watchdog_*`` metrics — in ``PROMETHEUS_MULTIPROC_DIR``
 (the service's ``/metrics`` shows them when the watchdog runs with the same
 directory, as ``scripts/serve`` starts it) or on its own ``--metrics-port``.
@@ -39,6 +44,7 @@ from oxide_batch.observability import events, metrics
 from oxide_batch.repository.faults import translate
 from oxide_batch.selectors.database import database_uptime
 from oxide_batch.services import bootstrap
+from oxide_batch.services.deadlines import RaisedAlarm
 from oxide_batch.services.watchdog import (
     ActionKind,
     Holdoff,
@@ -79,6 +85,17 @@ def instant(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def alarm_json(alarm: RaisedAlarm) -> dict[str, Any]:
+    return {
+        "kind": alarm.kind,
+        "job_name": alarm.job_name,
+        "job_execution_id": alarm.job_execution_id,
+        "period_start": instant(alarm.period_start),
+        "deadline": instant(alarm.deadline),
+        "event_id": alarm.event_id,
+    }
 
 
 def action_json(action: WatchdogAction) -> dict[str, Any]:
@@ -177,6 +194,8 @@ class Command(OxideCommand):
         metrics.WATCHDOG_LAST_PASS.set(datetime.now(UTC).timestamp())
         for action in report.actions:
             self._report(watchdog, action)
+        for alarm in report.alarms:
+            events.emit("watchdog.raised", {**alarm_json(alarm), "outcome": "raised"})
         return report
 
     @staticmethod
@@ -228,6 +247,7 @@ class Command(OxideCommand):
             "skipped": report.count(ActionKind.SKIPPED),
             "would_recover": report.count(ActionKind.WOULD_RECOVER),
             "actions": [action_json(action) for action in report.actions],
+            "alarms": [alarm_json(alarm) for alarm in report.alarms],
         }
 
     def _say(self, document: dict[str, Any]) -> None:
@@ -245,8 +265,22 @@ class Command(OxideCommand):
         for action in document["actions"]:
             if not action.get("repeated"):  # said once per change, not every pass
                 self.stdout.write(f"{document['at']} {self._line(action)}")
+        for alarm in document["alarms"]:
+            self.stdout.write(f"{document['at']} {self._alarm_line(alarm)}")
         if not document["actions"] and int(self.verbosity) > 1:
             self.stdout.write(f"{document['at']} no expired lease")
+
+    @staticmethod
+    def _alarm_line(alarm: dict[str, Any]) -> str:
+        if alarm["kind"] == "execution.overdue":
+            return (
+                f"execution {alarm['job_execution_id']} of {alarm['job_name']}: past its maximum "
+                f"duration, execution.overdue raised (event {alarm['event_id']})"
+            )
+        return (
+            f"job {alarm['job_name']}: no completed run from {alarm['period_start']} to "
+            f"{alarm['deadline']}, job.missing raised (event {alarm['event_id']})"
+        )
 
     @staticmethod
     def _line(action: dict[str, Any]) -> str:
