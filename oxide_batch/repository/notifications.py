@@ -193,21 +193,42 @@ def dispatch_events(
 
 
 def claim_due(
-    using: str, *, now: datetime, lease: timedelta, limit: int
+    using: str,
+    *,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+    per_rule: int | None = None,
+    busy: Mapping[int, int] | None = None,
 ) -> tuple[str, list[tables.NotificationDelivery]]:
     """Claim up to ``limit`` due deliveries (pending, due, not claimed by a live
-    lease) for ``lease``; each claim counts an attempt. The claim token, and the
-    claimed deliveries with their event and rule."""
+    lease) for ``lease``; each claim counts an attempt. With ``per_rule``, no
+    rule (one destination) gets more than ``per_rule`` claims less the ones
+    ``busy`` says are already in flight — a slow destination's backlog never
+    takes every slot. The claim token, and the claimed deliveries with their
+    event and rule."""
     token = uuid.uuid4().hex
+    in_flight = dict(busy or {})
+    full = [rule_id for rule_id, count in in_flight.items() if per_rule and count >= per_rule]
+    window = limit if per_rule is None else limit * 4
     with transaction.atomic(using=using):
-        ids = list(
+        candidates = list(
             tables.NotificationDelivery.objects.using(using)
             .select_for_update(skip_locked=True)
             .filter(state="pending", next_attempt_at__lte=now)
             .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+            .exclude(rule_id__in=full)
             .order_by("next_attempt_at", "id")
-            .values_list("id", flat=True)[:limit]
+            .values_list("id", "rule_id")[:window]
         )
+        ids: list[int] = []
+        for delivery_id, rule_id in candidates:
+            if len(ids) == limit:
+                break
+            if per_rule is not None and in_flight.get(rule_id, 0) >= per_rule:
+                continue
+            in_flight[rule_id] = in_flight.get(rule_id, 0) + 1
+            ids.append(delivery_id)
         if ids:
             tables.NotificationDelivery.objects.using(using).filter(pk__in=ids).update(
                 claimed_until=now + lease, claim=token, attempts=F("attempts") + 1

@@ -6,18 +6,27 @@ that matches its kind and job (``domain/notifications.rule_matches``), each
 with a stable ``webhook_id``; an event no rule wants is settled at once;
 (2) due deliveries are claimed for a lease (``repository/notifications.py``:
 ``SKIP LOCKED``, so several notifiers never attempt one delivery at once) and
-attempted concurrently, each bounded by ``OXIDE_BATCH_NOTIFY_TIMEOUT`` — a slow
-or dead receiver holds one worker, never the others; (3) each outcome is
-written while the claim is still this notifier's: delivered, retried after an
-exponential backoff with jitter (``Retry-After`` honoured), or — after
-``OXIDE_BATCH_NOTIFY_ATTEMPTS`` attempts, or a final refusal — dead, its last
-error kept.
+attempted concurrently, each bounded by ``OXIDE_BATCH_NOTIFY_TIMEOUT``; (3)
+each outcome is written while the claim is still this notifier's: delivered,
+retried after an exponential backoff with jitter (``Retry-After`` honoured),
+or — after ``OXIDE_BATCH_NOTIFY_ATTEMPTS`` attempts, or a final refusal —
+dead, its last error kept.
+
+A slow or dead receiver never delays the others (per-destination
+concurrency): a notifier claims only as many deliveries as it has idle
+workers, never more than ``PER_DESTINATION`` of one rule in flight at once,
+and the loop (``run_pass(wait=False)``) does not wait for a pass's attempts —
+it settles each as it ends and keeps claiming for the idle workers, so a
+receiver that hangs holds at most ``PER_DESTINATION`` workers, each for at
+most its timeout, while the other destinations' deliveries flow through the
+rest.
 """
 
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -30,9 +39,11 @@ from oxide_batch.selectors.notifications import enabled_rules
 from oxide_batch.services import notify_keys
 from oxide_batch.services.notify_send import Attempt, execution_url, send
 
-#: Deliveries claimed per pass, and attempted at once.
-CLAIM_LIMIT = 32
-WORKERS = 8
+#: Attempts in flight at once in one notifier (a claim is made only for an
+#: idle worker, so a claimed delivery is attempted at once, well inside its lease).
+WORKERS = 16
+#: Attempts in flight at once to one rule's destination, in one notifier.
+PER_DESTINATION = 4
 
 
 def policy_from_settings() -> RetryPolicy:
@@ -93,13 +104,19 @@ class Notifier:
         self.clock = clock or SystemClock()
         self.policy = policy or policy_from_settings()
         self.rng = rng
+        self._executor: ThreadPoolExecutor | None = None
+        self._in_flight: dict[Future[Attempt], tuple[models.NotificationDelivery, str]] = {}
 
     @property
     def lease(self) -> timedelta:
         """A claim outlives any attempt: two timeouts (connect, then read) and a margin."""
         return 2 * self.policy.timeout + timedelta(seconds=2)
 
-    def run_pass(self) -> PassReport:
+    def run_pass(self, *, wait_for_attempts: bool = True) -> PassReport:
+        """Dispatch new events, settle the attempts that ended, claim due
+        deliveries for the idle workers and start them. ``wait_for_attempts``
+        (``--once``, the tests): wait for every attempt and settle it; the loop
+        passes ``False`` and calls ``wait`` between passes."""
         report = PassReport()
         rules = enabled_rules(self.using)
 
@@ -113,17 +130,68 @@ class Notifier:
         report.events, report.deliveries_made = store.dispatch_events(
             self.using, now=self.clock.now(), wants=wants
         )
-        token, claimed = store.claim_due(
-            self.using, now=self.clock.now(), lease=self.lease, limit=CLAIM_LIMIT
-        )
-        if not claimed:
-            return report
-        report.attempted = len(claimed)
-        with ThreadPoolExecutor(max_workers=min(WORKERS, len(claimed))) as pool:
-            outcomes = list(pool.map(self._attempt, claimed))
-        for delivery, attempt in zip(claimed, outcomes, strict=True):
-            self._settle(delivery, token, attempt, report)
+        self._settle_done(report)
+        room = WORKERS - len(self._in_flight)
+        if room > 0:
+            busy = Counter(delivery.rule_id for delivery, _ in self._in_flight.values())
+            token, claimed = store.claim_due(
+                self.using,
+                now=self.clock.now(),
+                lease=self.lease,
+                limit=room,
+                per_rule=PER_DESTINATION,
+                busy=busy,
+            )
+            report.attempted = len(claimed)
+            for delivery in claimed:
+                self._in_flight[self._pool().submit(self._attempt, delivery)] = (delivery, token)
+        if wait_for_attempts:
+            self.wait(None)
+            self._settle_done(report)
         return report
+
+    def wait(self, seconds: float | None) -> bool:
+        """Wait up to ``seconds`` (``None``: without limit) for every attempt in
+        flight to end — or, with a limit, for the first one. ``True`` when one ended."""
+        if not self._in_flight:
+            return False
+        done, _ = wait(
+            list(self._in_flight),
+            timeout=seconds,
+            return_when=FIRST_COMPLETED if seconds is not None else ALL_COMPLETED,
+        )
+        return bool(done)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def close(self) -> PassReport:
+        """Wait for the attempts in flight (each bounded by its timeout), settle
+        them and stop the workers."""
+        report = PassReport()
+        self.wait(None)
+        self._settle_done(report)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        return report
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=WORKERS)
+        return self._executor
+
+    def _settle_done(self, report: PassReport) -> None:
+        for future in [future for future in self._in_flight if future.done()]:
+            delivery, token = self._in_flight.pop(future)
+            error = future.exception()
+            attempt = (
+                future.result()
+                if error is None
+                else Attempt("retry", f"notifier error: {type(error).__name__}")
+            )
+            self._settle(delivery, token, attempt, report)
 
     def _attempt(self, delivery: models.NotificationDelivery) -> Attempt:
         rule = delivery.rule

@@ -25,6 +25,8 @@ class Received:
     body: bytes
     verified: bool
     status: int
+    #: The body ended before its Content-Length (the sender died mid-request).
+    truncated: bool = False
 
     @property
     def webhook_id(self) -> str:
@@ -71,7 +73,8 @@ def receiving(secret: str | None = None, behaviour: Behaviour = always_ok) -> It
 
         def do_POST(self) -> None:
             receiver = state["r"]
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            declared = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(declared)
             headers = {key.lower(): value for key, value in self.headers.items()}
             verified = False
             if receiver.secret is not None:
@@ -80,7 +83,7 @@ def receiving(secret: str | None = None, behaviour: Behaviour = always_ok) -> It
                     verified = True
                 except WebhookVerificationError:
                     verified = False
-            request = Received(self.path, headers, body, verified, 0)
+            request = Received(self.path, headers, body, verified, 0, len(body) < declared)
             with receiver.lock:
                 key = request.webhook_id
                 number = sum(1 for r in receiver.received if r.webhook_id == key) + 1
@@ -89,7 +92,9 @@ def receiving(secret: str | None = None, behaviour: Behaviour = always_ok) -> It
                 receiver.in_flight[key] = receiver.in_flight.get(key, 0) + 1
                 receiver.received.append(request)
             try:
-                status, extra, wait = receiver.behaviour(number, request)
+                status, extra, wait = (
+                    (400, {}, 0.0) if request.truncated else receiver.behaviour(number, request)
+                )
                 request.status = status
                 if wait:
                     time.sleep(wait)

@@ -15,7 +15,7 @@ from oxide_batch.selectors.notifications import (
     enabled_rules,
     rules,
 )
-from oxide_batch.services.notifier import Notifier
+from oxide_batch.services.notifier import PER_DESTINATION, Notifier
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 from tests.helpers import key, launch, move
 
@@ -63,7 +63,8 @@ def test_the_deliveries_list_is_one_query(busy, clock) -> None:
 def test_a_notifiers_pass_is_a_fixed_number_of_statements_plus_one_per_outcome(busy, clock):
     """Rules (1); dispatch: the events, the deliveries' insert, the events'
     update (3); claim: the due ids, their update, the claimed rows (3); one
-    update per attempt's outcome — 20 deliveries, whatever the rules and events."""
+    update per attempt's outcome — 20 deliveries due, of which a pass attempts
+    ``PER_DESTINATION`` per rule (4 rules: 16), whatever the rules and events."""
     notifier = Notifier(clock=clock)
     notifier.policy = notifier.policy.__class__(
         attempts=2, timeout=notifier.policy.timeout.__class__(milliseconds=200)
@@ -75,5 +76,5 @@ def test_a_notifiers_pass_is_a_fixed_number_of_statements_plus_one_per_outcome(b
         for q in captured.captured_queries
         if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN"))
     ]
-    assert report.attempted == 20
-    assert len(statements) == 7 + 20, "\n".join(statements)
+    assert report.attempted == 4 * PER_DESTINATION == 16
+    assert len(statements) == 7 + 16, "\n".join(statements)

@@ -1,12 +1,14 @@
 """Delivery survives a killed notifier (issue 41 point 3, acceptance "chaos",
-sized for the suite): failure events × 2 rules, receivers on 127.0.0.1 that
+sized for the suite): 200 failure events × 2 rules, receivers on 127.0.0.1 that
 verify every signature with the ``standardwebhooks`` package's own verifier,
 answer 500 to about 30 % of the requests and time out on about 10 %, and two
 real ``batch_notify`` processes, one of which is SIGKILLed at random moments
 and restarted → every (event, rule) delivered, none lost, each with one stable
 ``webhook-id`` however often it was retried, and no two attempts of one
-delivery in flight at once. PostgreSQL (separate processes share the database;
-``SKIP LOCKED`` claims)."""
+delivery in flight at once — in under 3 minutes on 2 cores (the issue's size;
+``bench/notify.py`` runs 10^4 events). The ratio of requests to deliveries is
+printed (``-s``) and kept in ``docs/performance.md``. PostgreSQL (separate
+processes share the database; ``SKIP LOCKED`` claims)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ from tests.notifications.receiver import Received, receiving
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 S = BatchStatus
-EVENTS = 30
+EVENTS = 200
+#: The whole test's budget (the issue: under 3 minutes on 2 cores).
+BUDGET_SECONDS = 170.0
 TIMEOUT_SECONDS = 0.5
 
 
@@ -90,24 +94,25 @@ def test_every_event_reaches_every_rule_once_by_id_across_a_killed_notifier(
             )
             service.add(made, by=ChangeBy("test"))
             receiver.secret = made.secret
+        started = time.monotonic()
         failures(repo, clock, 0, EVENTS // 2)
         with tempfile.TemporaryFile() as log:
             processes = [notifier_process(log), notifier_process(log)]
             try:
                 failures(repo, clock, EVENTS // 2, EVENTS - EVENTS // 2)  # while they run
                 kills = 0
-                deadline = time.monotonic() + 120
+                deadline = started + BUDGET_SECONDS
                 while time.monotonic() < deadline:
-                    time.sleep(chaos.uniform(0.5, 1.5))
-                    if kills < 3:
-                        victim = processes[0]
-                        os.killpg(victim.pid, signal.SIGKILL)
-                        victim.wait(timeout=10)
-                        kills += 1
-                        processes[0] = notifier_process(log)
+                    time.sleep(chaos.uniform(0.5, 3.0))
                     settled = models.NotificationDelivery.objects.exclude(state="pending").count()
                     if settled == 2 * EVENTS and kills >= 3:
                         break
+                    # SIGKILL at a random moment (mid-claim, mid-attempt, mid-settle) and restart.
+                    victim = processes[0]
+                    os.killpg(victim.pid, signal.SIGKILL)
+                    victim.wait(timeout=10)
+                    kills += 1
+                    processes[0] = notifier_process(log)
             finally:
                 for process in processes:
                     if process.poll() is None:
@@ -115,12 +120,15 @@ def test_every_event_reaches_every_rule_once_by_id_across_a_killed_notifier(
                         process.wait(timeout=15)
                 log.seek(0)
                 output = log.read().decode(errors="replace")
+        took = time.monotonic() - started
     deliveries = list(models.NotificationDelivery.objects.select_related("event", "rule"))
     assert len(deliveries) == 2 * EVENTS, output[-3000:]
     assert {d.state for d in deliveries} == {"delivered"}, output[-3000:]
     for rule_name, receiver in (("first", first), ("second", second)):
         ids_by_execution: dict[int, set[str]] = defaultdict(set)
         for request in receiver.received:
+            if request.truncated:
+                continue  # its notifier was SIGKILLed mid-request: never a delivery
             assert request.verified, request.headers
             ids_by_execution[request.json()["data"]["job_execution_id"]].add(request.webhook_id)
         mine = {
@@ -134,7 +142,10 @@ def test_every_event_reaches_every_rule_once_by_id_across_a_killed_notifier(
         assert receiver.overlaps == []  # never two attempts of one delivery at once
     attempts = sum(d.attempts for d in deliveries)
     requests = len(first.received) + len(second.received)
+    truncated = sum(r.truncated for r in [*first.received, *second.received])
     print(  # the ratio the issue asks to report
         f"\n{len(deliveries)} deliveries, {attempts} attempts counted, {requests} requests "
-        f"received: {requests / len(deliveries):.2f} requests per delivery"
+        f"received: {requests / len(deliveries):.2f} requests per delivery; "
+        f"{kills} SIGKILLs ({truncated} requests cut off by one); {took:.1f} s"
     )
+    assert took < BUDGET_SECONDS

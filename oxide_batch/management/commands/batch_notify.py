@@ -14,6 +14,7 @@ command's: 0 stopped (or one pass done), 2 usage, 7 the database unavailable
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -30,6 +31,8 @@ from oxide_batch.repository.faults import translate
 from oxide_batch.services.notifier import Notifier, PassReport
 
 DEFAULT_INTERVAL = 2.0
+#: How long an idle loop with attempts in flight waits before another pass.
+IN_FLIGHT_POLL = 0.2
 
 
 class Command(OxideCommand):
@@ -67,10 +70,10 @@ class Command(OxideCommand):
         )
 
     @staticmethod
-    def _pass(notifier: Notifier) -> PassReport:
+    def _pass(notifier: Notifier, *, wait_for_attempts: bool = True) -> PassReport:
         release_idle_connections()
         try:
-            return notifier.run_pass()
+            return notifier.run_pass(wait_for_attempts=wait_for_attempts)
         except DatabaseError as error:
             raise translate(error) or Unavailable() from error
 
@@ -85,18 +88,37 @@ class Command(OxideCommand):
         notifier = Notifier()
         while not stopping.is_set():
             try:
-                report = self._pass(notifier)
+                # The pass does not wait for its attempts: a slow receiver's
+                # hold only its own workers (services/notifier.py).
+                report = self._pass(notifier, wait_for_attempts=False)
             except (Unavailable, CommitOutcomeUnknown) as error:
                 self._emit({"unavailable": error.code})
                 stopping.wait(interval)
                 continue
             document = report.as_dict()
-            busy = report.events or report.attempted
-            if busy:
+            busy = report.events or report.attempted or report.delivered or report.retried
+            if busy or report.dead or report.lost_claims:
                 self._emit(document)
-            # A busy pass is followed at once: a backlog drains without waiting.
-            if not busy:
+            if busy:
+                continue  # a backlog drains without waiting
+            # Idle: until an attempt ends (a worker to settle and refill), or the interval.
+            if not notifier.wait(min(interval, IN_FLIGHT_POLL)) and not notifier.in_flight:
                 stopping.wait(interval)
+        # Stopped: the attempts in flight end (each bounded by its timeout) and are
+        # settled; with the database gone, their claims expire and another retries.
+        with contextlib.suppress(Unavailable, CommitOutcomeUnknown):
+            self._emit_if_busy(self._settle_on_stop(notifier))
+
+    @staticmethod
+    def _settle_on_stop(notifier: Notifier) -> PassReport:
+        try:
+            return notifier.close()
+        except DatabaseError as error:
+            raise translate(error) or Unavailable() from error
+
+    def _emit_if_busy(self, report: PassReport) -> None:
+        if report.delivered or report.retried or report.dead:
+            self._emit(report.as_dict())
 
     def _emit(self, document: dict[str, Any]) -> None:
         if self.json_output:
