@@ -52,6 +52,8 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
     in_flight: dict[str, int] = field(default_factory=dict)
+    #: Requests per webhook-id so far (the behaviour's request number).
+    counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered(self) -> dict[str, Received]:
@@ -86,7 +88,7 @@ def receiving(secret: str | None = None, behaviour: Behaviour = always_ok) -> It
             request = Received(self.path, headers, body, verified, 0, len(body) < declared)
             with receiver.lock:
                 key = request.webhook_id
-                number = sum(1 for r in receiver.received if r.webhook_id == key) + 1
+                number = receiver.counts[key] = receiver.counts.get(key, 0) + 1
                 if receiver.in_flight.get(key):
                     receiver.overlaps.append(key)
                 receiver.in_flight[key] = receiver.in_flight.get(key, 0) + 1
