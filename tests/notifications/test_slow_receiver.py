@@ -23,7 +23,7 @@ from tests.notifications.receiver import Received, receiving
 
 pytestmark = pytest.mark.django_db
 S = BatchStatus
-TIMEOUT = 2.0
+TIMEOUT = 3.0
 RUNS = 20
 
 
@@ -63,6 +63,7 @@ def test_a_hung_receiver_never_delays_another_receivers_deliveries(repo, clock, 
     assert all(request.verified for request in healthy.received)
     # Every healthy delivery was done before the hung receiver's first timeout…
     assert took < TIMEOUT, f"{took:.2f} s"
+    print(f"\n{RUNS} deliveries to the healthy receiver in {took:.2f} s beside a hung one")
     # …while the hung one held no more than its share of the workers.
     assert hung_requests == PER_DESTINATION
     hung_rows = models.NotificationDelivery.objects.filter(rule__name="hung")
