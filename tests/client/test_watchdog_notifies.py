@@ -31,7 +31,7 @@ from tests.client.test_examples import (
 )
 from tests.client.test_watchdog import INTERVAL, MANAGE, SLACK, TTL, lease, watchdog
 from tests.live import ROOT, token_for
-from tests.notifications.receiver import Received, receiving
+from tests.notifications.receiver import Received, Receiver, receiving
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 __all__ = ["lease"]  # the fixture, imported for its use here
@@ -53,7 +53,7 @@ def notifier(log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def the_watchdogs(receiver: Any, execution_id: int) -> Received | None:
+def the_watchdogs(receiver: Receiver, execution_id: int) -> Received | None:
     for request in receiver.received:
         document = request.json() if request.body else {}
         if document.get("data", {}).get("job_execution_id") == execution_id:
