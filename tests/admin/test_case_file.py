@@ -176,9 +176,10 @@ def test_the_case_file_shows_the_notifications_and_their_delivery_state(admin_cl
     assert "case1" in case
     assert "DEAD" in case
     assert "HTTP 500 from the receiver" in case
-    assert reverse("admin:oxide_batch_notificationdelivery_changelist") + (
-        f"?execution={run.pk}"
-    ) in case
+    assert (
+        reverse("admin:oxide_batch_notificationdelivery_changelist") + (f"?execution={run.pk}")
+        in case
+    )
 
 
 def test_the_case_file_reads_its_notifications_in_one_bounded_query(admin_client, demo):

@@ -24,6 +24,11 @@ from tests.browser.screens import SCHEMES, WIDE, WIDTHS, emulate_scheme, reset, 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 _OVERFLOW = "return [document.documentElement.scrollWidth, window.innerWidth];"
+# A list's results table at 1440 px: no column cut off inside its own box.
+_BOX = """
+const box = document.querySelector('.results');
+return box ? [box.scrollWidth, box.clientWidth] : [0, 0];
+"""
 
 
 def _notifications() -> int:
@@ -48,7 +53,7 @@ def _notifications() -> int:
         job_name=failed.job_name,
         job_execution_id=failed.pk,
         status="FAILED",
-        occurred_at=failed.end_time or failed.created_at,
+        occurred_at=failed.ended_at or failed.created_at,
         dispatched_at=failed.created_at,
     )
     at = failed.created_at
@@ -112,6 +117,9 @@ def test_the_notification_pages_fit_and_pass_axe(browser: Any, demo_console: Any
                     scroll, inner = browser.execute_script(_OVERFLOW)
                     if scroll > inner:
                         failures.append(f"{page} ({scheme}, {width} px): scrolls sideways")
+                    box, shown = browser.execute_script(_BOX)
+                    if width == WIDE and box > shown:
+                        failures.append(f"{page} ({scheme}): its table scrolls in its box")
                     screenshot(browser, "issue41", page, scheme, width)
     finally:
         reset(browser)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from oxide_batch.admin.base import link, table
-from oxide_batch.admin.display import when
+from oxide_batch.admin.base import link
+from oxide_batch.admin.display import when_short
 from oxide_batch.admin.notify.deliveries import TONES
 from oxide_batch.selectors.casefile import CASE_NOTIFICATIONS, execution_notifications
 
@@ -38,16 +38,20 @@ def _delivery(row: dict[str, Any]) -> SafeString:
     )
 
 
+def _attempts(count: int) -> str:
+    return f"{count} attempt{'s' if count != 1 else ''}"
+
+
 def notifications(execution_id: int) -> SafeString:
     rows = execution_notifications(execution_id)
     shown = rows[:CASE_NOTIFICATIONS]
     cells = [
         (
             row["kind"],
-            when(row["occurred_at"]),
+            when_short(row["occurred_at"]),
             row["deliveries__rule__name"] or "—",
             _delivery(row),
-            "—" if row["deliveries__id"] is None else row["deliveries__attempts"],
+            _attempts(row["deliveries__attempts"]) if row["deliveries__id"] else "—",
             (row["deliveries__last_error"] or "—")[:120],
         )
         for row in shown
@@ -55,9 +59,20 @@ def notifications(execution_id: int) -> SafeString:
     if not cells:
         return format_html("{}", "None raised.")
     listed = reverse("admin:oxide_batch_notificationdelivery_changelist")
+    head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in HEADERS))
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        '<td class="ob-error">{}</td></tr>',
+        cells,
+    )
+    more = "Only the first 20 are shown. " if len(rows) > CASE_NOTIFICATIONS else ""
     return format_html(
-        '{}<p><a href="{}?execution={}">All its deliveries</a></p>',
-        table(HEADERS, cells),
+        '<table class="ob-linked ob-notifications"><thead><tr>{}</tr></thead>'
+        '<tbody>{}</tbody></table><p>{}<a href="{}?execution={}">All its deliveries</a></p>',
+        head,
+        body,
+        more,
         listed,
         execution_id,
     )

@@ -121,7 +121,6 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
         "attempts",
         "next_attempt",
         "error",
-        "made",
     )
     list_filter = (StateFilter, RuleFilter, ExecutionFilter)
     list_select_related = ("rule", "event")

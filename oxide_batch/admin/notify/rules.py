@@ -59,7 +59,7 @@ ACTIONS = {"disable": _action(False), "enable": _action(True)}
 
 @admin.register(models.NotificationRule)
 class NotificationRuleAdmin(ReadOnlyAdmin):
-    list_display = ("name", "jobs", "events", "sends_to", "state", "pending", "dead", "changed")
+    list_display = ("name", "jobs", "events", "sends_to", "state", "deliveries", "changed")
     list_filter = ("enabled", "destination")
     search_fields = ("name",)
     search_help_text = "A rule's name."
@@ -118,13 +118,19 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
 
     @admin.display(description="sends to", ordering="destination")
     def sends_to(self, obj: models.NotificationRule) -> SafeString:
-        return format_html("{} <code>{}</code>", obj.destination, obj.destination_hint)
+        return format_html(
+            '{}<br><code class="ob-hint">{}</code>', obj.destination, obj.destination_hint
+        )
 
     @admin.display(description="state", ordering="enabled")
     def state(self, obj: models.NotificationRule) -> SafeString:
         tone = "ok" if obj.enabled else "muted"
         text = "ENABLED" if obj.enabled else "DISABLED"
         return format_html('<span class="ob-badge ob-{}">{}</span>', tone, text)
+
+    @admin.display(description="deliveries")
+    def deliveries(self, obj: Any) -> SafeString:
+        return format_html("{} pending<br>{} dead", self.pending(obj), self.dead(obj))
 
     @admin.display(description="pending")
     def pending(self, obj: Any) -> SafeString:
