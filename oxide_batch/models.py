@@ -928,6 +928,7 @@ class NotificationDelivery(models.Model):
 
     class Meta:
         db_table = "ob_notification_delivery"
+        verbose_name_plural = "notification deliveries"
         constraints = [
             models.UniqueConstraint(fields=["event", "rule"], name="ob_notif_delivery_once"),
             models.CheckConstraint(

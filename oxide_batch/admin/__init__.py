@@ -12,6 +12,6 @@ edits or deletes them.
 
 from __future__ import annotations
 
-from oxide_batch.admin import pages, tokens
+from oxide_batch.admin import notify, pages, tokens
 
-__all__ = ["pages", "tokens"]
+__all__ = ["notify", "pages", "tokens"]

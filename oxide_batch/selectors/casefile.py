@@ -79,3 +79,29 @@ def timeline_steps(execution_id: int) -> list[models.StepExecution]:
         .order_by("id")
         .only(*models.STEP_TIMELINE, "last_activity_at", "recovery_decision_id")[:TIMELINE_STEPS]
     )
+
+
+CASE_NOTIFICATIONS = 20
+
+
+def execution_notifications(execution_id: int) -> list[dict[str, Any]]:
+    """The notification events of the execution, oldest first, each with its
+    deliveries (rule, state, attempts, last error) — an event no rule wanted
+    comes once with no delivery: one query (a LEFT JOIN), at most
+    :data:`CASE_NOTIFICATIONS` + 1 rows (the last says more were left off)."""
+    rows = (
+        models.NotificationEvent.objects.filter(job_execution_id=execution_id)
+        .order_by("id", "deliveries__id")
+        .values(
+            "id",
+            "kind",
+            "occurred_at",
+            "dispatched_at",
+            "deliveries__id",
+            "deliveries__state",
+            "deliveries__attempts",
+            "deliveries__last_error",
+            "deliveries__rule__name",
+        )[: CASE_NOTIFICATIONS + 1]
+    )
+    return [dict(row) for row in rows]

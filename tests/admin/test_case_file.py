@@ -151,6 +151,60 @@ def test_the_case_file_reads_a_constant_number_of_queries(admin_client, demo, mo
     assert count() == before
 
 
+def _notify(execution_id: int, events: int, *, rules: int = 2) -> None:
+    """``events`` failure events of the execution, each delivered (or not) to ``rules`` rules."""
+    from tests.admin.test_notifications_console import make_delivery, make_rule
+
+    names = [f"case{index}" for index in range(rules)]
+    found = {rule.name: rule for rule in models.NotificationRule.objects.filter(name__in=names)}
+    made = [found.get(name) or make_rule(name) for name in names]
+    for index in range(events):
+        for rule in made:
+            state = ("dead", "delivered", "pending")[index % 3]
+            make_delivery(rule, state=state, attempts=index % 4, execution_id=execution_id)
+
+
+def test_the_case_file_shows_the_notifications_and_their_delivery_state(admin_client, demo):
+    run = models.JobExecution.objects.filter(job_name="nightly_import").order_by("-pk")[0]
+    models.NotificationEvent.objects.filter(job_execution_id=run.pk).delete()
+    assert "<dt>Notifications</dt><dd>None raised.</dd>" in _case(_page(admin_client, run.pk))
+    _notify(run.pk, 1)
+    case = _case(_page(admin_client, run.pk))
+    assert "<dt>Notifications</dt>" in case
+    assert "execution.failed" in case
+    assert "case0" in case
+    assert "case1" in case
+    assert "DEAD" in case
+    assert "HTTP 500 from the receiver" in case
+    assert (
+        reverse("admin:oxide_batch_notificationdelivery_changelist") + (f"?execution={run.pk}")
+        in case
+    )
+
+
+def test_the_case_file_reads_its_notifications_in_one_bounded_query(admin_client, demo):
+    """The page's budget grows by exactly one statement for the notifications
+    (issue 41 point 6), whatever their number: more events and deliveries
+    leave the count as it is."""
+    stale = models.JobExecution.objects.get(job_name="customer_sync")
+    url = reverse("admin:oxide_batch_jobexecution_change", args=[stale.pk])
+    _notify(stale.pk, 1)
+    admin_client.get(url)
+
+    def statements() -> list[str]:
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(url).status_code == 200
+        return [q["sql"] for q in captured.captured_queries]
+
+    before = statements()
+    _notify(stale.pk, 30)
+    after = statements()
+    assert len(after) == len(before)
+    reading = [sql for sql in after if "ob_notification_event" in sql]
+    assert len(reading) == 1
+    assert "LIMIT 21" in reading[0]
+
+
 def test_a_stop_only_operator_is_offered_the_stop_not_a_recover_note(client, demo):
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group, Permission

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import link
+from oxide_batch.admin.casefile.notifications import notifications
 from oxide_batch.admin.casefile.recovery import recovery_panel
 from oxide_batch.admin.casefile.timeline import timeline
 from oxide_batch.admin.display import (
@@ -94,6 +95,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         facts.append(("Lost write", shown))
     if records.decisions:
         facts.append(("Resolved by", _decisions(records.decisions)))
+    facts.append(("Notifications", notifications(obj.pk)))
     if proposal is not None:
         facts.append(("Recovery", recovery_panel(request, obj, proposal, now)))
     rows = format_html_join(

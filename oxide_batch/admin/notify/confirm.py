@@ -1,0 +1,91 @@
+"""The confirmation page of the notification actions (disable or enable a
+rule, deliver a dead delivery again): a GET shows what will happen and a form
+carrying what the page saw (``observed``); its POST acts once, through the
+service the command uses, and goes back to the row's page saying what
+happened. Idempotent: a row already as asked is left as it is (nothing
+audited); a stale tab — the row changed since its confirmation page was
+loaded — is refused with nothing done. Only ``manage_notifications`` acts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from oxide_batch.admin.base import can
+from oxide_batch.repository.notifications import ChangeBy
+from oxide_batch.roles import MANAGE_NOTIFICATIONS
+from oxide_batch.services.audit import Actor
+
+TEMPLATE = "admin/oxide_batch/notify_confirm.html"
+
+
+def change_by(request: HttpRequest) -> ChangeBy:
+    """The logged-in user as the audit's actor."""
+    actor = Actor.for_user(request.user)
+    return ChangeBy(actor.reference, actor.user_id)
+
+
+def may_manage(request: HttpRequest) -> bool:
+    return can(request, MANAGE_NOTIFICATIONS)
+
+
+@dataclass(frozen=True)
+class NotifyAction:
+    """One action: its title and button, what it does, whether the row is
+    already as asked (``done``), what the page saw of it (``observed``) and
+    the service call (``apply``)."""
+
+    name: str
+    title: Callable[[Any], str]
+    explains: str
+    done: Callable[[Any], str | None]
+    observed: Callable[[Any], str]
+    apply: Callable[[HttpRequest, Any], str]
+
+
+def confirm(
+    request: HttpRequest,
+    context: dict[str, Any],
+    row: Any,
+    action: NotifyAction,
+    back: str,
+) -> HttpResponse:
+    """GET: the confirmation page; POST: the action (or why not), then ``back``."""
+    if not may_manage(request):
+        raise PermissionDenied
+    if request.method == "POST":
+        already = action.done(row)
+        if already is not None:
+            messages.info(request, f"{already}: nothing changed, nothing recorded.")
+        elif request.POST.get("observed", "") != action.observed(row):
+            messages.error(
+                request,
+                "Refused (stale): it changed since your confirmation page was loaded; "
+                "nothing was done. Check what it is now and confirm again.",
+            )
+        else:
+            messages.success(request, action.apply(request, row))
+        return HttpResponseRedirect(back)
+    return TemplateResponse(
+        request,
+        TEMPLATE,
+        {
+            **context,
+            "title": action.title(row),
+            "explains": action.explains,
+            "already": action.done(row),
+            "observed": action.observed(row),
+            "back": back,
+        },
+    )
+
+
+def act_link(model: str, pk: int, name: str, label: str) -> tuple[str, str]:
+    return reverse(f"admin:oxide_batch_{model}_act", args=[pk, name]), label

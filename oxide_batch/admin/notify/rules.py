@@ -1,0 +1,186 @@
+"""Notification rules: a list and a detail page showing what a rule matches
+and where it sends — the destination's kind and its mask (``https://host/…``,
+``2 addresses``), never the sealed URL, secret or addresses — with its change
+audit; "disable" and "enable" behind a confirmation page (:mod:`.confirm`).
+Rules are added and removed with ``manage.py batch_notifications`` or the API."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import ReadOnlyAdmin, linked_rows, parse_id
+from oxide_batch.admin.display import when
+from oxide_batch.admin.notify.confirm import NotifyAction, change_by, confirm, may_manage
+from oxide_batch.admin.pages.common import moment
+from oxide_batch.services.notify_rules import NotificationRules
+
+AUDIT_HEADERS = ("when", "change", "by", "details")
+
+
+def _set(enabled: bool, request: HttpRequest, rule: models.NotificationRule) -> str:
+    service = NotificationRules()
+    (service.enable if enabled else service.disable)(rule.name, by=change_by(request))
+    return f"Rule {rule.name!r} {'enabled' if enabled else 'disabled'} (audited)."
+
+
+def _action(enabled: bool) -> NotifyAction:
+    verb = "Enable" if enabled else "Disable"
+    return NotifyAction(
+        name=verb.lower(),
+        title=lambda rule: f"{verb} rule {rule.name}",
+        explains=(
+            "An enabled rule gets a delivery for each matching event from the next "
+            "notifier pass on."
+            if enabled
+            else "A disabled rule gets no delivery for events from now on; its "
+            "deliveries already made are still attempted."
+        ),
+        done=lambda rule: (
+            f"Rule {rule.name!r} is {'enabled' if enabled else 'disabled'} already"
+            if rule.enabled == enabled
+            else None
+        ),
+        observed=lambda rule: f"{rule.enabled}:{rule.updated_at.isoformat()}",
+        apply=partial(_set, enabled),
+    )
+
+
+ACTIONS = {"disable": _action(False), "enable": _action(True)}
+
+
+@admin.register(models.NotificationRule)
+class NotificationRuleAdmin(ReadOnlyAdmin):
+    list_display = ("name", "jobs", "events", "sends_to", "state", "deliveries", "changed")
+    list_filter = ("enabled", "destination")
+    search_fields = ("name",)
+    search_help_text = "A rule's name."
+    ordering = ("name",)
+    change_form_template = "admin/oxide_batch/notify_change_form.html"
+    fields = (
+        "name",
+        "jobs",
+        "events",
+        "sends_to",
+        "state",
+        "pending",
+        "dead",
+        "created",
+        "changed",
+        "audit",
+    )
+    created = moment("created_at", "created")
+    changed = moment("updated_at", "changed")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[models.NotificationRule]:
+        rows: QuerySet[models.NotificationRule] = super().get_queryset(request)
+        return rows.defer("destination_sealed").annotate(
+            pending_count=Count("deliveries", filter=Q(deliveries__state="pending")),
+            dead_count=Count("deliveries", filter=Q(deliveries__state="dead")),
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        act = self.admin_site.admin_view(self.act_view)
+        return [
+            path("<int:object_id>/act/<str:action>/", act, name="oxide_batch_notificationrule_act"),
+            *super().get_urls(),
+        ]
+
+    def act_view(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
+        chosen = ACTIONS.get(action)
+        rule = models.NotificationRule.objects.defer("destination_sealed").filter(pk=object_id)
+        found = rule.first()
+        if chosen is None or found is None:
+            raise Http404(f"There is no rule #{object_id} or no action {action[:20]!r}.")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "subject": found.name,
+        }
+        back = reverse("admin:oxide_batch_notificationrule_change", args=[found.pk])
+        return confirm(request, context, found, chosen, back)
+
+    @admin.display(description="jobs")
+    def jobs(self, obj: models.NotificationRule) -> SafeString:
+        return format_html_join(" ", "<code>{}</code>", ((p,) for p in obj.job_patterns))
+
+    @admin.display(description="events")
+    def events(self, obj: models.NotificationRule) -> SafeString:
+        return format_html_join(", ", "{}", ((k,) for k in obj.kinds))
+
+    @admin.display(description="sends to", ordering="destination")
+    def sends_to(self, obj: models.NotificationRule) -> SafeString:
+        return format_html(
+            '{}<br><code class="ob-hint">{}</code>', obj.destination, obj.destination_hint
+        )
+
+    @admin.display(description="state", ordering="enabled")
+    def state(self, obj: models.NotificationRule) -> SafeString:
+        tone = "ok" if obj.enabled else "muted"
+        text = "ENABLED" if obj.enabled else "DISABLED"
+        return format_html('<span class="ob-badge ob-{}">{}</span>', tone, text)
+
+    @admin.display(description="deliveries")
+    def deliveries(self, obj: Any) -> SafeString:
+        return format_html("{} pending<br>{} dead", self.pending(obj), self.dead(obj))
+
+    @admin.display(description="pending")
+    def pending(self, obj: Any) -> SafeString:
+        return self._deliveries(obj, "pending", getattr(obj, "pending_count", 0))
+
+    @admin.display(description="dead")
+    def dead(self, obj: Any) -> SafeString:
+        return self._deliveries(obj, "dead", getattr(obj, "dead_count", 0))
+
+    @staticmethod
+    def _deliveries(obj: Any, state: str, count: int) -> SafeString:
+        url = reverse("admin:oxide_batch_notificationdelivery_changelist")
+        return format_html('<a href="{}?rule={}&amp;state={}">{}</a>', url, obj.pk, state, count)
+
+    @admin.display(description="change audit (newest first)")
+    def audit(self, obj: models.NotificationRule) -> SafeString:
+        changes = models.NotificationRuleChange.objects.filter(rule_id=obj.pk).order_by("-id")
+        return linked_rows(
+            AUDIT_HEADERS,
+            (
+                (when(c.changed_at), c.action, c.actor, audit_details(c.details))
+                for c in changes[:51]
+            ),
+            model="notificationrule",
+            query=f"q={obj.name}",
+        )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "notify_actions": self._actions(request, object_id)}
+        return super().change_view(request, object_id, form_url, extra)
+
+    @staticmethod
+    def _actions(request: HttpRequest, object_id: str) -> SafeString:
+        """The action the rule offers who may manage notifications (the
+        confirmation page reads the rule itself)."""
+        pk = parse_id(object_id)
+        if pk is None or not may_manage(request):
+            return format_html("{}", "")
+        enabled = models.NotificationRule.objects.filter(pk=pk).values_list("enabled", flat=True)
+        name = "disable" if next(iter(enabled), False) else "enable"
+        url = reverse("admin:oxide_batch_notificationrule_act", args=[pk, name])
+        links = format_html('<a class="button" href="{}">{} this rule…</a>', url, name.capitalize())
+        return format_html('<div class="submit-row ob-notify-actions">{}</div>', links)
+
+
+def audit_details(details: dict[str, Any]) -> SafeString:
+    return format_html_join("; ", "{}={}", ((key, value) for key, value in sorted(details.items())))
