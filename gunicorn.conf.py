@@ -88,8 +88,8 @@ errorlog = "-"
 loglevel = "info"
 
 
-# One child started at a time: two threads forking at once held one another's
-# start (a Popen waits for its child's exec) for seconds.
+# One child started at a time (a Popen waits for its child's exec through a
+# pipe a concurrent fork would inherit and hold).
 SPAWNING = threading.Lock()
 
 
@@ -114,20 +114,30 @@ class Companion:
         return value in {"1", "true", "yes", "on"}
 
     def start(self, log: Any) -> None:
+        # The first start in the master's own thread, before it forks its
+        # workers: a worker forked while a thread's Popen waits for its child's
+        # exec inherits that wait's pipe and holds the start until it exits.
+        self._spawn(log)
         threading.Thread(target=self._supervise, args=(log,), daemon=True).start()
 
-    def _supervise(self, log: Any) -> None:
+    def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
         manage = Path(__file__).resolve().with_name("manage.py")
-        while not self.stopping.is_set():
-            with SPAWNING:
-                self.process = subprocess.Popen([sys.executable, str(manage), self.command])
-            log.info("%s started (pid %d)", self.command, self.process.pid)
-            code = self.process.wait()
+        with SPAWNING:
+            process = subprocess.Popen([sys.executable, str(manage), self.command])
+        self.process = process
+        log.info("%s started (pid %d)", self.command, process.pid)
+        return process
+
+    def _supervise(self, log: Any) -> None:
+        process = self.process
+        while process is not None and not self.stopping.is_set():
+            code = process.wait()
             # A stop of the whole server may reach it first (a SIGTERM to the
             # process group): the server's own stop follows within the delay.
             if self.stopping.wait(self.RESTART_DELAY):
                 return
             log.error("%s exited with %d; starting it again", self.command, code)
+            process = self._spawn(log)
 
     def stop(self) -> None:
         self.stopping.set()
