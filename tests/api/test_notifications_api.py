@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core import mail
@@ -211,7 +212,7 @@ def test_deliveries_filter_by_state_rule_and_execution_newest_first(
     assert (shown["rule"], shown["kind"], shown["attempts"]) == ("oncall", "execution.failed", 5)
     first = operator.get("notifications/deliveries", page_size=2)
     assert ids(first) == [elsewhere, dead]
-    cursor = first["next"].split("cursor=")[1].split("&")[0]
+    (cursor,) = parse_qs(urlsplit(first["next"]).query)["cursor"]
     second = operator.get("notifications/deliveries", page_size=2, cursor=cursor)
     assert ids(second) == [pending]
     assert second["next"] is None
