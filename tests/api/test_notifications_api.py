@@ -89,7 +89,7 @@ def test_a_given_secret_is_not_answered_and_a_slack_or_email_rule_has_none(
         ({**RULE, "webhook": "http://hooks.example.com/x"}, "webhook"),
         ({**RULE, "webhook": WEBHOOK, "email": ["a@example.com"]}, "destination"),
         ({**RULE}, "destination"),
-        ({**RULE, "jobs": [f"job_{n}" for n in range(33)], "webhook": WEBHOOK}, "jobs"),
+        ({**RULE, "jobs": [" nightly_*"], "webhook": WEBHOOK}, "jobs"),
         ({**RULE, "name": "-starts-badly", "webhook": WEBHOOK}, "name"),
         ({**RULE, "email": ["not-an-address"]}, "email"),
         ({**RULE, "webhook": WEBHOOK, "secret": "plain"}, "secret"),

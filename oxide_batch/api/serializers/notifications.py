@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.fields import (
@@ -30,28 +31,36 @@ RULE_NAME_SCHEMA: dict[str, Any] = {
 }
 
 
-def _matching(pattern: str, max_length: int, help_text: str) -> serializers.RegexField:
+class MatchingField(serializers.RegexField):
     """A string the whole of which matches ``pattern`` (documented so): no
     trailing newline or control character slips past ``$``."""
-    field = serializers.RegexField(
-        rf"\A(?:{pattern})\Z",
-        max_length=max_length,
-        trim_whitespace=False,
-        required=False,
-        allow_null=True,
-        help_text=help_text,
-    )
-    document_as(field, {"type": "string", "maxLength": max_length, "pattern": f"^(?:{pattern})$"})
-    return field
+
+    def __init__(self, pattern: str, max_length: int, help_text: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", help_text)
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(
+            rf"\A(?:{pattern})\Z", max_length=max_length, trim_whitespace=False, **kwargs
+        )
+        document_as(
+            self, {"type": "string", "maxLength": max_length, "pattern": f"^(?:{pattern})$"}
+        )
+
+
+class TextField(StrictCharField):
+    """A string of at most ``max_length`` characters, validated by the service."""
+
+    def __init__(self, max_length: int, **kwargs: Any) -> None:
+        super().__init__(max_length=max_length, **kwargs)
+        document_as(self, {"type": "string", "maxLength": max_length})
+
+
+@extend_schema_field(RULE_NAME_SCHEMA)
+class RuleNameField(StrictCharField):
+    """A rule's name (``services/notify_rules.RULE_NAME`` checks it)."""
 
 
 DURATION = "[0-9]{1,9}(?:ms|s|m|h|d)"
-
-
-def _text(max_length: int, help_text: str, **kwargs: Any) -> StrictCharField:
-    field = StrictCharField(max_length=max_length, help_text=help_text, **kwargs)
-    document_as(field, {"type": "string", "maxLength": max_length})
-    return field
 
 
 class RuleInput(Input):
@@ -59,13 +68,16 @@ class RuleInput(Input):
     signed by `secret`, generated when absent and shown once in the answer) or
     `email`."""
 
-    name = StrictCharField(
+    name = RuleNameField(
         max_length=64, help_text="1–64 of A-Z a-z 0-9 . _ -, beginning with a letter or digit."
     )
     jobs = serializers.ListField(
-        child=_text(128, "A job-name pattern: `*` any run of characters, `?` one."),
+        child=NameField(
+            NameKind.JOB,
+            help_text="A job-name pattern, written as a job name: `*` any run, `?` one.",
+        ),
         min_length=1,
-        max_length=50,
+        max_length=32,
         help_text="Job-name patterns (the API token's glob syntax).",
     )
     events = serializers.ListField(
@@ -74,9 +86,9 @@ class RuleInput(Input):
         max_length=len(EventKind),
         help_text="The event kinds the rule hears.",
     )
-    webhook = _text(
+    webhook = TextField(
         URL_MAX,
-        "An absolute https URL (plain http only to a host named in "
+        help_text="An absolute https URL (plain http only to a host named in "
         "OXIDE_BATCH_WEBHOOK_HTTP_HOSTS); stored encrypted, never shown again.",
         required=False,
     )
@@ -85,11 +97,13 @@ class RuleInput(Input):
         default="standard",
         help_text="`standard` (Standard Webhooks, signed) or `slack` (a one-line text).",
     )
-    secret = _text(
-        200, "`whsec_` then base64 of at least 24 bytes (a standard webhook only).", required=False
+    secret = TextField(
+        200,
+        help_text="`whsec_` then base64 of at least 24 bytes (a standard webhook only).",
+        required=False,
     )
     email = serializers.ListField(
-        child=_text(254, "An e-mail address."),
+        child=TextField(254, help_text="An e-mail address."),
         required=False,
         min_length=1,
         max_length=MAX_ADDRESSES,
@@ -188,12 +202,12 @@ class DeadlineInput(Input):
     `2h`, `1d` (at least 1s)."""
 
     job_name = NameField(NameKind.JOB)
-    max_duration = _matching(DURATION, 11, "A run active longer raises execution.overdue once.")
-    expect_every = _matching(
+    max_duration = MatchingField(DURATION, 11, "A run active longer raises execution.overdue once.")
+    expect_every = MatchingField(
         DURATION, 11, "A COMPLETED run expected every period, else job.missing once a period."
     )
-    by = _matching("[0-9]{2}:[0-9]{2}", 5, "HH:MM: each period ends at this local time.")
-    tz = _matching("[A-Za-z0-9_+/-]{1,64}", 64, "The zone of `by` (an IANA name; default UTC).")
+    by = MatchingField("[0-9]{2}:[0-9]{2}", 5, "HH:MM: each period ends at this local time.")
+    tz = MatchingField("[A-Za-z0-9_+/-]{1,64}", 64, "The zone of `by` (an IANA name; default UTC).")
 
 
 class DeadlineClearInput(Input):

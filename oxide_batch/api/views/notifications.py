@@ -263,7 +263,8 @@ class DeliveriesView(NotificationView):
         tags=TAGS,
     )
     def get(self, request: Request) -> Response:
-        query = self.read(n.DeliveryQuery, request.query_params).validated_data
+        # A plain dict: an empty ``state=`` is a value to refuse, not an absent one.
+        query = self.read(n.DeliveryQuery, request.query_params.dict()).validated_data
         execution = query.get("job_execution_id")
         if execution is not None:
             execution = identifier("job_execution_id", K.JOB_EXECUTION, int(execution))
