@@ -5,7 +5,8 @@
 ``WEB_CONCURRENCY`` (worker processes, default ``2 × cores + 1``),
 ``OXIDE_BATCH_WATCHDOG`` (``on``: the master also runs ``manage.py
 batch_watchdog`` beside the workers, restarting it should it exit; stopped with
-the server — ``scripts/serve`` turns it on). Any other setting can be
+the server — ``scripts/serve`` turns it on), ``OXIDE_BATCH_NOTIFIER`` (the same
+for ``manage.py batch_notify``, the notification deliveries). Any other setting can be
 overridden with ``GUNICORN_CMD_ARGS`` (``"--timeout 120"``), which gunicorn
 applies over this file.
 """
@@ -87,38 +88,56 @@ errorlog = "-"
 loglevel = "info"
 
 
-class Watchdog:
-    """``manage.py batch_watchdog`` as a child of the gunicorn master: started
-    when the server is ready, started again (after ``RESTART_DELAY`` seconds)
-    should it exit, stopped (SIGTERM) when the server stops. It inherits the
-    environment, so its metrics land in the service's PROMETHEUS_MULTIPROC_DIR
-    and its lines in the server's log (docs/deployment.md)."""
+# One child started at a time (a Popen waits for its child's exec through a
+# pipe a concurrent fork would inherit and hold).
+SPAWNING = threading.Lock()
+
+
+class Companion:
+    """A management command as a child of the gunicorn master (the lease
+    watchdog, the notifier): started when the server is ready if its variable
+    is on, started again (after ``RESTART_DELAY`` seconds) should it exit,
+    stopped (SIGTERM) when the server stops. It inherits the environment, so
+    its metrics land in the service's PROMETHEUS_MULTIPROC_DIR and its lines in
+    the server's log (docs/deployment.md)."""
 
     RESTART_DELAY = 5.0
 
-    def __init__(self) -> None:
+    def __init__(self, command: str, variable: str) -> None:
+        self.command = command
+        self.variable = variable
         self.process: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
 
-    @staticmethod
-    def enabled() -> bool:
-        value = os.environ.get("OXIDE_BATCH_WATCHDOG", "").strip().lower()
+    def enabled(self) -> bool:
+        value = os.environ.get(self.variable, "").strip().lower()
         return value in {"1", "true", "yes", "on"}
 
     def start(self, log: Any) -> None:
+        # The first start in the master's own thread, before it forks its
+        # workers: a worker forked while a thread's Popen waits for its child's
+        # exec inherits that wait's pipe and holds the start until it exits.
+        self._spawn(log)
         threading.Thread(target=self._supervise, args=(log,), daemon=True).start()
 
-    def _supervise(self, log: Any) -> None:
+    def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
         manage = Path(__file__).resolve().with_name("manage.py")
-        while not self.stopping.is_set():
-            self.process = subprocess.Popen([sys.executable, str(manage), "batch_watchdog"])
-            log.info("batch_watchdog started (pid %d)", self.process.pid)
-            code = self.process.wait()
+        with SPAWNING:
+            process = subprocess.Popen([sys.executable, str(manage), self.command])
+        self.process = process
+        log.info("%s started (pid %d)", self.command, process.pid)
+        return process
+
+    def _supervise(self, log: Any) -> None:
+        process = self.process
+        while process is not None and not self.stopping.is_set():
+            code = process.wait()
             # A stop of the whole server may reach it first (a SIGTERM to the
             # process group): the server's own stop follows within the delay.
             if self.stopping.wait(self.RESTART_DELAY):
                 return
-            log.error("batch_watchdog exited with %d; starting it again", code)
+            log.error("%s exited with %d; starting it again", self.command, code)
+            process = self._spawn(log)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -131,7 +150,12 @@ class Watchdog:
                 process.kill()
 
 
-WATCHDOG = Watchdog()
+# The notifier is a process of its own, not a thread of the watchdog's: a
+# receiver that hangs to its timeout never delays a recovery pass (decision 282).
+COMPANIONS = (
+    Companion("batch_watchdog", "OXIDE_BATCH_WATCHDOG"),
+    Companion("batch_notify", "OXIDE_BATCH_NOTIFIER"),
+)
 
 
 def when_ready(server: Any) -> None:
@@ -142,9 +166,11 @@ def when_ready(server: Any) -> None:
             "whichever of the %d workers answers (docs/observability.md)",
             server.cfg.workers,
         )
-    if Watchdog.enabled():
-        WATCHDOG.start(server.log)
+    for companion in COMPANIONS:
+        if companion.enabled():
+            companion.start(server.log)
 
 
 def on_exit(server: Any) -> None:
-    WATCHDOG.stop()
+    for companion in COMPANIONS:
+        companion.stop()

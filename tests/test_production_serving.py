@@ -246,6 +246,26 @@ def test_scripts_serve_runs_the_lease_watchdog_beside_gunicorn(server):
         time.sleep(0.2)
 
 
+@pytest.mark.postgres
+def test_scripts_serve_runs_the_notifier_beside_gunicorn_and_the_watchdog(server):
+    """OXIDE_BATCH_NOTIFIER is on by default: the master runs batch_notify as a
+    third process of its own (decision 282), alive while the server serves."""
+    started = re.compile(r"batch_notify started \(pid (\d+)\)")
+    deadline = time.monotonic() + 30
+    while not started.search(server.log.read_text()):
+        assert time.monotonic() < deadline, server.log.read_text()[-4000:]
+        time.sleep(0.2)
+    pid = int(started.search(server.log.read_text()).group(1))
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"batch_notify" in command
+    watchdog = re.search(r"batch_watchdog started \(pid (\d+)\)", server.log.read_text())
+    assert watchdog is not None
+    assert int(watchdog.group(1)) != pid
+    time.sleep(1)  # not a process that exits at once, restarted in a loop
+    assert Path(f"/proc/{pid}").exists(), server.log.read_text()[-4000:]
+    assert "batch_notify exited" not in server.log.read_text()
+
+
 @pytest.mark.parametrize(
     ("environment", "message"),
     [

@@ -50,3 +50,22 @@ class NodeIdConverter:
 
     def to_url(self, value: str) -> str:
         return value
+
+
+class RuleNameConverter:
+    """A notification rule's name (``services/notify_rules.RULE_NAME``); any
+    other segment matches no route (404)."""
+
+    regex = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+    schema: ClassVar[dict[str, Any]] = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "pattern": f"^{regex}$",
+    }
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
+from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter, RuleNameConverter
 
 
 def only_this_api(endpoints: Sequence[Any], **kwargs: Any) -> list[Any]:
@@ -48,6 +48,7 @@ SPECTACULAR: dict[str, Any] = {
         # What the views accept after the converters (oxide_batch/api/converters.py).
         "batch_id": IdentifierConverter.schema,
         "node_id": NodeIdConverter.schema,
+        "rule_name": RuleNameConverter.schema,
     },
     # Served offline from drf-spectacular-sidecar's static files, no CDN; the
     # pages fetch nothing from elsewhere (oxide_batch/api/docs.py).

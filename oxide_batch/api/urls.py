@@ -7,11 +7,12 @@ from __future__ import annotations
 from django.urls import path, register_converter
 
 from oxide_batch.api import views
-from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter
+from oxide_batch.api.converters import IdentifierConverter, NodeIdConverter, RuleNameConverter
 from oxide_batch.api.docs import RedocDocsView, SchemaView, SwaggerDocsView
 
 register_converter(IdentifierConverter, "batch_id")
 register_converter(NodeIdConverter, "node_id")
+register_converter(RuleNameConverter, "rule_name")
 
 app_name = "api"
 
@@ -145,6 +146,39 @@ urlpatterns = [
         views.RetentionRecordsView.as_view(),
         name="audit-retention-records",
     ),
+    # Notifications (issue 41): rules, deliveries, deadlines.
+    path("notifications/rules", views.RulesView.as_view(), name="notification-rules"),
+    path(
+        "notifications/rules/<rule_name:name>",
+        views.NotificationRuleView.as_view(),
+        name="notification-rule",
+    ),
+    path(
+        "notifications/rules/<rule_name:name>/enable",
+        views.RuleEnableView.as_view(),
+        name="notification-rule-enable",
+    ),
+    path(
+        "notifications/rules/<rule_name:name>/disable",
+        views.RuleDisableView.as_view(),
+        name="notification-rule-disable",
+    ),
+    path(
+        "notifications/rules/<rule_name:name>/test",
+        views.RuleTestView.as_view(),
+        name="notification-rule-test",
+    ),
+    path(
+        "notifications/deliveries",
+        views.DeliveriesView.as_view(),
+        name="notification-deliveries",
+    ),
+    path(
+        "notifications/deliveries/<batch_id:delivery_id>/redeliver",
+        views.RedeliverView.as_view(),
+        name="notification-redeliver",
+    ),
+    path("notifications/deadlines", views.DeadlinesView.as_view(), name="deadlines"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SwaggerDocsView.as_view(), name="docs"),
     path("redoc/", RedocDocsView.as_view(), name="redoc"),

@@ -306,3 +306,13 @@ class PurgeBatchFailed(Event):
 
     outcome: str
     candidates: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeFailureRecorded(Event):
+    """The ``purge.failed`` notification event of a failed purge batch was
+    written (issue 41), in a transaction of its own after the batch rolled back."""
+
+    outcome: str
+    candidates: int
+    event_id: int

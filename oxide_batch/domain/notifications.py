@@ -35,7 +35,8 @@ class EventKind(enum.StrEnum):
     # Raised by the watchdog's pass (``services/deadlines.py``, issue 41 points 4-5).
     EXECUTION_OVERDUE = "execution.overdue"
     JOB_MISSING = "job.missing"
-    # Accepted in rules, not raised yet (the marker, the purge).
+    # Raised with a new lost-write marker (``repository/unit_of_work.py``) and
+    # after a purge batch failed (``services/retention.py``).
     EXECUTION_LOST_WRITE = "execution.lost_write"
     PURGE_FAILED = "purge.failed"
 
@@ -161,6 +162,11 @@ def one_line(document: Mapping[str, Any]) -> str:
         return (
             f"{data['job_name']}: execution {data['job_execution_id']} overdue — still "
             f"{data['status']} past its maximum duration (since {data.get('overdue_since')})"
+        )
+    if document["type"] == EventKind.PURGE_FAILED:
+        return (
+            f"purge failed ({data.get('outcome')}): a batch of {data.get('candidates')} "
+            "instances, nothing of it deleted"
         )
     what = str(document["type"]).removeprefix("execution.").replace("_", " ")
     text = f"{data['job_name']}: execution {data['job_execution_id']} {what}"

@@ -370,6 +370,10 @@ class Purge(Protocol):
     def prune_audit(self, before: datetime, *, limit: int) -> dict[str, int]: ...
     @read
     def count_prunable_audit(self, before: datetime) -> dict[str, int]: ...
+    @mutation(events.PurgeFailureRecorded)
+    def record_purge_failure(
+        self, *, outcome: str, candidates: int, job_name: str | None
+    ) -> int: ...
 
 
 class UnitOfWork(

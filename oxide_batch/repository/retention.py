@@ -36,6 +36,7 @@ from oxide_batch.domain.retention import (
     stale_candidates,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository import outbox
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
@@ -455,6 +456,23 @@ class RetentionOperations(UnitOfWorkBase):
             pruned[name] = manager.filter(id__in=oldest).prune()
         self._record(events.AuditPruned(counts=tuple(pruned.items())))
         return pruned
+
+    @operation
+    def record_purge_failure(self, *, outcome: str, candidates: int, job_name: str | None) -> int:
+        """The ``purge.failed`` outbox event of a batch that failed (issue 41):
+        its id. Written by the caller after the batch rolled back, in a work of
+        its own, so the event survives the failure it tells of."""
+        event_id = outbox.write_purge_failed_event(
+            self._using,
+            outcome=outcome,
+            candidates=candidates,
+            job_name=job_name,
+            now=self.now(),
+        )
+        self._record(
+            events.PurgeFailureRecorded(outcome=outcome, candidates=candidates, event_id=event_id)
+        )
+        return event_id
 
     @operation
     def count_prunable_audit(self, before: datetime) -> dict[str, int]:

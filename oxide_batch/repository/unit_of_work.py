@@ -204,6 +204,8 @@ class UnitOfWorkBase:
         """Mark the execution a ``version_ahead`` refusal concerns, in a
         transaction of its own (the refused work rolled back): the caller saw a
         version this row never reached here, so an acknowledged write was lost.
+        A new marker writes its ``execution.lost_write`` event in that same
+        transaction (issue 41): no event without its marker, nor the reverse.
         The marker counts as the unknown-commit marker until an operator decides;
         the first detection is kept until then (a later loss marks it anew).
         Best effort: a database that fails now leaves the refusal itself to tell."""
@@ -219,10 +221,18 @@ class UnitOfWorkBase:
         try:
             with transaction.atomic(using=self._using):
                 # A loss after an operator resolved the last one is a new marker.
-                tables.JobExecution.objects.using(self._using).filter(
-                    Q(lost_write__isnull=True) | Q(lost_write_resolution__isnull=False),
-                    pk=ahead.job_execution_id,
-                ).update(lost_write=marker, lost_write_resolution=None)
+                marked = (
+                    tables.JobExecution.objects.using(self._using)
+                    .filter(
+                        Q(lost_write__isnull=True) | Q(lost_write_resolution__isnull=False),
+                        pk=ahead.job_execution_id,
+                    )
+                    .update(lost_write=marker, lost_write_resolution=None)
+                )
+                if marked:  # a new marker, and its event (issue 41), together
+                    outbox.write_lost_write_event(
+                        self._using, ahead.job_execution_id, marker=marker, now=self.now()
+                    )
         except DatabaseError:
             logger.warning("the lost-write marker of %s was not recorded", ahead.job_execution_id)
 

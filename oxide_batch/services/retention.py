@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -61,6 +62,7 @@ from oxide_batch.services.audit import (
 )
 
 # Audit rows must outlive the metadata they describe: pruning younger rows is refused.
+logger = logging.getLogger(__name__)
 AUDIT_PRUNE_MIN_AGE = timedelta(days=1)
 MAX_RESURVEYS = 3
 # Recorded attempts of one purge batch read back per query on a resume.
@@ -269,6 +271,8 @@ class RetentionService:
             batch_bound=plan.criteria.bound,
         )
 
+        failures: list[events.PurgeBatchFailed] = []  # a batch that failed, not one refused
+
         def act(uow: RetentionWork) -> tuple[RetentionRecordDraft, None]:
             try:
                 counts = uow.apply_purge(plan, min_age=self.min_age)
@@ -276,10 +280,29 @@ class RetentionService:
                 code = getattr(error, "code", "database_error")
                 failed = events.PurgeBatchFailed(outcome=code, candidates=len(plan.candidates))
                 hooks.report(failed)
+                if not _refused(error):
+                    failures.append(failed)
                 raise
             return dataclasses.replace(draft, changed=counts.total > 0, counts=counts), None
 
-        return self._audited(draft, act, also_replays=legacy)
+        try:
+            return self._audited(draft, act, also_replays=legacy)
+        finally:
+            for failed in failures:
+                self._notify_purge_failure(failed, plan.criteria.job_name)
+
+    def _notify_purge_failure(self, failed: events.PurgeBatchFailed, job_name: str | None) -> None:
+        """``purge.failed`` (issue 41) for a batch that failed, in a work of its
+        own after the batch rolled back, so it outlives the failure. Best
+        effort: a database that fails now leaves the error and the metric to tell."""
+        try:
+            with self.repository.begin() as uow:
+                uow.record_purge_failure(
+                    outcome=failed.outcome, candidates=failed.candidates, job_name=job_name
+                )
+                uow.commit()
+        except Exception:  # the batch's own error is the one to raise, not this one
+            logger.warning("the purge.failed event of a failed batch was not written")
 
     def purge_records(self, operation_ids: Sequence[str]) -> dict[str, RetentionRecord]:
         """The APPLY_PURGE records (applied or rejected) of these operation ids."""
@@ -594,3 +617,11 @@ class PurgeRun:
         legacy = legacy_purge_request_digest(record.plan_digest, self.reason_code)
         if record.request_digest not in (expected, legacy):
             raise OperationIdConflict(action=record.action.value, operation_id=record.operation_id)
+
+
+def _refused(error: Exception) -> bool:
+    """A purge batch refused (a plan found stale, an age bound, a lost race —
+    the next run surveys again), not failed: no ``purge.failed`` event."""
+    return isinstance(error, OxideBatchError) and (
+        is_rule_refusal(error) or isinstance(error, ConcurrentModification)
+    )

@@ -244,6 +244,7 @@ OPERATOR_ROUTES = {
     ("POST", f"executions/{N}/lost-write/resolve"),
     ("PUT", f"instances/{N}/hold"),
     ("DELETE", f"instances/{N}/hold"),
+    ("POST", f"notifications/deliveries/{N}/redeliver"),
 }
 
 

@@ -223,6 +223,8 @@ AUDITED = ("OperatorRequest",)
 # A move that ends an execution writes its notification event with it (the
 # transactional outbox, issue 41; decision 240).
 OUTBOX = "NotificationEvent"
+RULE_AUDIT = "NotificationRuleChange"
+DEADLINE_AUDIT = "JobDeadlineChange"
 CONTRACT: dict[str, May] = {
     "register_definition": may(None, "JobDefinition"),
     "register_definition_upgrade": may(None, "DefinitionUpgrade"),
@@ -282,6 +284,18 @@ CONTRACT: dict[str, May] = {
     "release_hold": may({"JobInstance": HOLD}, "RetentionRecord"),
     "survey_purge": may(),
     "apply_purge": may(None, "RetentionRecord", delete=True),
+    # Notifications (issue 41): each change with its own audit row, nothing else.
+    "create_notification_rule": may(None, "NotificationRule", RULE_AUDIT),
+    "remove_notification_rule": may(None, RULE_AUDIT, delete=True),
+    "enable_notification_rule": may({"NotificationRule": {"enabled", "updated_at"}}, RULE_AUDIT),
+    "disable_notification_rule": may({"NotificationRule": {"enabled", "updated_at"}}, RULE_AUDIT),
+    "test_notification_rule": may(None, RULE_AUDIT),
+    "redeliver_notification": may(
+        {"NotificationDelivery": {"state", "attempts", "next_attempt_at", "settled_at"}},
+        RULE_AUDIT,
+    ),
+    "set_deadline": may(None, "JobDeadline", DEADLINE_AUDIT),
+    "clear_deadline": may(None, DEADLINE_AUDIT, delete=True),
     "transition_step": may({"StepExecution": {*LIFECYCLE, *COUNTS, "version"}}),
     "enrich_step_exit_status": may({"StepExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
     "commit_chunk": may({"StepExecution": {*COUNTS, *CHECKPOINT, "version", *RUNTIME_WRITE}}),

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from oxide_batch.roles import (
     ABANDON_EXECUTION,
     HOLD_INSTANCE,
+    MANAGE_NOTIFICATIONS,
     OPERATOR_PERMISSIONS,
     PURGE_METADATA,
     RECOVER_EXECUTION,
@@ -72,6 +73,17 @@ ENDPOINTS = [
     ("GET", "audit/recovery-decisions", VIEW_BATCH),
     ("GET", "audit/operator-requests", VIEW_BATCH),
     ("GET", "audit/retention-records", VIEW_BATCH),
+    ("GET", "notifications/rules", MANAGE_NOTIFICATIONS),
+    ("POST", "notifications/rules", MANAGE_NOTIFICATIONS),
+    ("DELETE", "notifications/rules/oncall", MANAGE_NOTIFICATIONS),
+    ("POST", "notifications/rules/oncall/enable", MANAGE_NOTIFICATIONS),
+    ("POST", "notifications/rules/oncall/disable", MANAGE_NOTIFICATIONS),
+    ("POST", "notifications/rules/oncall/test", MANAGE_NOTIFICATIONS),
+    ("GET", "notifications/deliveries", MANAGE_NOTIFICATIONS),
+    ("POST", f"notifications/deliveries/{N}/redeliver", MANAGE_NOTIFICATIONS),
+    ("GET", "notifications/deadlines", MANAGE_NOTIFICATIONS),
+    ("PUT", "notifications/deadlines", MANAGE_NOTIFICATIONS),
+    ("DELETE", "notifications/deadlines", MANAGE_NOTIFICATIONS),
     ("GET", "schema/", PUBLIC),
     ("GET", "docs/", PUBLIC),
     ("GET", "redoc/", PUBLIC),
@@ -82,6 +94,7 @@ HOLDERS = {
     RUN_BATCH: {"runtime", "superuser"},
     VIEW_BATCH_PAYLOAD: {"runtime", "operator", "superuser"},
     **{action: {"operator", "superuser"} for action in OPERATOR_PERMISSIONS},
+    MANAGE_NOTIFICATIONS: {"operator", "superuser"},
     PUBLIC: set(ROLES),
 }
 

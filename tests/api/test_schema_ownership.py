@@ -91,7 +91,7 @@ JOB_SCOPED = [
     (method, path)
     for method, path, permission in ENDPOINTS
     if permission != "public" and path != "descriptor" and not path.startswith("audit/")
-    and not path.startswith("purge/") and not path.endswith(OPERATOR_ENDPOINTS)
+    and not path.startswith(("purge/", "notifications/")) and not path.endswith(OPERATOR_ENDPOINTS)
 ]  # fmt: skip
 
 

@@ -29,14 +29,22 @@ ever edits a generated value into one that the same schema still admits:
   one target step;
 - a parameter name is in one of the two parameter maps, not both;
 - partition keys are unique within a plan;
-- a purge cutoff is at least ``OXIDE_BATCH_PURGE_MIN_AGE`` in the past.
+- a purge cutoff is at least ``OXIDE_BATCH_PURGE_MIN_AGE`` in the past;
+- a notification rule has a name not taken yet, one destination (``webhook``
+  or ``email``) that the service accepts (an https URL, addresses, a
+  ``whsec_`` secret only for a standard webhook); a job deadline names
+  ``max_duration`` or ``expect_every`` (1s to ten years), ``by`` (a time of
+  day) only with a whole number of days and ``tz`` (a known zone) only with
+  ``by``.
 
 Negative cases are sent as generated.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -152,6 +160,39 @@ def _flow_graph(manifest: dict[str, Any]) -> None:
             target["node"] = ids[0]
 
 
+RULE_NAMES = itertools.count(1)
+
+
+def _notification_rule(body: dict[str, Any]) -> None:
+    name = str(body.get("name", ""))[:40]
+    base = name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) else "r"
+    body["name"] = f"{base}-{next(RULE_NAMES)}"
+    if "email" in body:
+        body.pop("webhook", None)
+        body.pop("secret", None)
+        body["email"] = [f"oncall{n}@example.com" for n in range(len(body["email"]))]
+    else:
+        body["webhook"] = "https://hooks.example.com/oxide"
+        if body.get("format") == "slack":
+            body.pop("secret", None)
+        elif "secret" in body:
+            body["secret"] = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
+
+
+def _deadline(body: dict[str, Any]) -> None:
+    for member in ("max_duration", "expect_every"):
+        if body.get(member) is not None:
+            amount = int(body[member].rstrip("mshd")) % 1000 or 1
+            body[member] = f"{amount}{'d' if member == 'expect_every' else 'm'}"
+    if body.get("max_duration") is None and body.get("expect_every") is None:
+        body["max_duration"] = "2h"
+    if body.get("by") is not None:
+        body["by"] = "06:00"
+        body["expect_every"] = body.get("expect_every") or "1d"
+    if body.get("tz") is not None:
+        body["tz"] = "Europe/Paris" if body.get("by") is not None else None
+
+
 def _body(case: schemathesis.Case[Any], path: str) -> None:
     body: Any = case.body
     if not isinstance(body, dict):
@@ -185,6 +226,10 @@ def _body(case: schemathesis.Case[Any], path: str) -> None:
                 keys.add(entry["key"])
                 entries.append(entry)
         body["entries"] = entries
+    elif path == "/notifications/rules" and case.method == "POST":
+        _notification_rule(body)
+    elif path == "/notifications/deadlines" and case.method == "PUT":
+        _deadline(body)
     elif path == "/purge/survey":
         latest = datetime.now(UTC) - PURGE_CUTOFF_AGE
         if datetime.fromisoformat(body["ended_before"]) > latest:

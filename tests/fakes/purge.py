@@ -136,5 +136,10 @@ class PurgeOperations(UnitOfWorkBase):
             pruned[name] = len(found[:limit])
         return pruned
 
+    def record_purge_failure(self, *, outcome: str, candidates: int, job_name: str | None) -> int:
+        failures = self._open().purge_failures
+        failures.append((outcome, candidates, job_name))
+        return len(failures)
+
     def count_prunable_audit(self, before: datetime) -> dict[str, int]:
         return {name: len(found) for name, found in self._audit_rows(before).items()}

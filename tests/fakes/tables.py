@@ -167,6 +167,8 @@ class Tables:
     operator_requests: dict[int, OperatorRecord] = field(default_factory=dict)
     retention_records: dict[int, RetentionRecord] = field(default_factory=dict)
     admin_history: list[AdminHistoryEntry] = field(default_factory=list)
+    # The purge.failed events written (outcome, candidates, job filter).
+    purge_failures: list[tuple[str, int, str | None]] = field(default_factory=list)
     definitions: dict[int, DefinitionRow] = field(default_factory=dict)
     upgrades: dict[int, UpgradeRow] = field(default_factory=dict)
     flow_decisions: dict[int, DecisionRow] = field(default_factory=dict)

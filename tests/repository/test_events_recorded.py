@@ -390,3 +390,10 @@ def _(repo, clock):
 @scenario("prune_audit")
 def _(repo, clock):
     return lambda uow: uow.prune_audit(clock.now(), limit=10)
+
+
+@scenario("record_purge_failure")
+def _(repo, clock):
+    return lambda uow: uow.record_purge_failure(
+        outcome="database_error", candidates=2, job_name="import_job"
+    )

@@ -17,6 +17,7 @@ they share), :mod:`.definitions`, :mod:`.instances`, :mod:`.executions`,
 
 from __future__ import annotations
 
+from oxide_batch.api.serializers import notifications as notifications
 from oxide_batch.api.serializers.audit import (
     DIGEST_PREFIX,
     AuditRecoveryDecisionOutput,

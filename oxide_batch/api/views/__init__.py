@@ -9,8 +9,8 @@ read-only selectors with keyset pagination.
 Every view is importable from here (:mod:`oxide_batch.api.urls` routes them);
 the modules hold them by resource: :mod:`.base` (what they share),
 :mod:`.definitions`, :mod:`.instances`, :mod:`.executions`, :mod:`.steps`,
-:mod:`.partitions`, :mod:`.flow`, :mod:`.operator`, :mod:`.retention` and
-:mod:`.audit`.
+:mod:`.partitions`, :mod:`.flow`, :mod:`.operator`, :mod:`.retention`,
+:mod:`.audit` and :mod:`.notifications`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,16 @@ from oxide_batch.api.views.executions import (
 from oxide_batch.api.views.flow import FlowDecisionsView, FlowStepView, ReusableFlowDecisionView
 from oxide_batch.api.views.instances import InstancesView, InstanceView
 from oxide_batch.api.views.lost_write import ResolveLostWriteView
+from oxide_batch.api.views.notifications import (
+    DeadlinesView,
+    DeliveriesView,
+    NotificationRuleView,
+    RedeliverView,
+    RuleDisableView,
+    RuleEnableView,
+    RulesView,
+    RuleTestView,
+)
 from oxide_batch.api.views.operator import (
     AbandonView,
     RecoverView,
@@ -88,7 +98,9 @@ __all__ = [
     "AggregateView",
     "BatchView",
     "CheckpointView",
+    "DeadlinesView",
     "DefinitionsView",
+    "DeliveriesView",
     "DescriptorView",
     "ExecutionClaimView",
     "ExecutionControlView",
@@ -105,6 +117,7 @@ __all__ = [
     "InstancesView",
     "K",
     "LaunchesView",
+    "NotificationRuleView",
     "OperatorRequestsView",
     "PartitionAssignView",
     "PartitionCompleteView",
@@ -115,9 +128,14 @@ __all__ = [
     "RecoverView",
     "RecoveryDecisionsView",
     "RecoveryProposalView",
+    "RedeliverView",
     "ResolveLostWriteView",
     "RetentionRecordsView",
     "ReusableFlowDecisionView",
+    "RuleDisableView",
+    "RuleEnableView",
+    "RuleTestView",
+    "RulesView",
     "StepExitStatusView",
     "StepTransitionView",
     "StepView",

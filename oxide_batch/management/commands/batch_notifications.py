@@ -1,5 +1,5 @@
 """``manage.py batch_notifications ACTION``: add, list, disable, enable, remove, test,
-rotate, deliveries, redeliver —
+rotate, deliveries, redeliver, prune —
 who hears what (issue 41, docs/notifications.md).
 
 ``add --name N --jobs GLOB[,GLOB…] --events K1,K2 (--webhook URL [--secret
@@ -18,9 +18,11 @@ from django.core.management.base import CommandParser
 
 from oxide_batch.domain.evidence import instant_text
 from oxide_batch.domain.notifications import EventKind
-from oxide_batch.management.commands._cli import OxideCommand
+from oxide_batch.domain.retention import MAX_BATCH_BOUND
+from oxide_batch.management.commands._cli import OxideCommand, duration_arg
 from oxide_batch.repository.notifications import ChangeBy
 from oxide_batch.selectors.notifications import DeliveryView, deliveries, rules
+from oxide_batch.services.notify_retention import NotificationRetention
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 
 
@@ -73,14 +75,22 @@ class Command(OxideCommand):
         shown.add_argument("--state", choices=("pending", "delivered", "dead"))
         again = actions.add_parser("redeliver", help="attempt a dead delivery again (audited)")
         again.add_argument("delivery", type=int, metavar="DELIVERY_ID")
-        for subparser in (add, listing, rotate, shown, again, *named):
+        prune = actions.add_parser(
+            "prune", help="delete settled deliveries, events and alarms older than an age"
+        )
+        prune.add_argument(
+            "--older-than", type=duration_arg, required=True, metavar="AGE", help="e.g. 30d"
+        )
+        prune.add_argument("--batch-size", type=int, default=MAX_BATCH_BOUND)
+        prune.add_argument("--dry-run", action="store_true", help="only count")
+        for subparser in (add, listing, rotate, shown, again, prune, *named):
             subparser.add_argument("--json", action="store_true", help="print one JSON object")
-            if subparser not in (listing, shown):
+            if subparser not in (listing, shown, prune):
                 subparser.add_argument("--actor", help="the audit's actor (default cli:<login>)")
             self.json_usage_errors(subparser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.read_only = options["action"] in ("list", "deliveries")
+        self.read_only = options["action"] in ("list", "deliveries") or bool(options.get("dry_run"))
         self.verbosity = int(options["verbosity"])
         super().handle(*args, **options)
 
@@ -90,6 +100,17 @@ class Command(OxideCommand):
             return {"rules": [self._rule_json(view) for view in rules()]}
         if action == "deliveries":
             return {"deliveries": [_delivery_json(d) for d in deliveries(state=options["state"])]}
+        if action == "prune":
+            result = NotificationRetention().prune(
+                older_than=options["older_than"],
+                batch_size=options["batch_size"],
+                dry_run=options["dry_run"],
+            )
+            return {
+                "cutoff": instant_text(result.cutoff),
+                "dry_run": result.dry_run,
+                "counts": result.counts,
+            }
         actor = self.actor(options)
         by = ChangeBy(actor.reference, actor.user_id)
         service = NotificationRules()
@@ -168,6 +189,11 @@ class Command(OxideCommand):
                     f"{d['id']:>8} {d['state']:<9} {d['rule']:<16} {d['kind']:<22} "
                     f"{d['job_name']} #{d['job_execution_id']}  attempts {d['attempts']}{error}"
                 )
+        elif self.action == "prune":
+            verb = "would delete" if document["dry_run"] else "deleted"
+            self.stdout.write(f"notifications settled before {document['cutoff']}: {verb}")
+            for table, count in document["counts"].items():
+                self.stdout.write(f"  {table:<12}  {count:>10}")
         elif self.action == "redeliver":
             self.stdout.write(f"delivery {document['delivery']}: pending again")
         elif self.action == "rotate":

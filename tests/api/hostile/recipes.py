@@ -177,6 +177,56 @@ def _apply(w: World) -> Target:
     return Target("purge/apply", body)
 
 
+MAIL_RULE = {"jobs": ["import_*"], "events": ["execution.failed"], "email": ["oncall@example.com"]}
+
+
+def _rule(w: World) -> str:
+    name = w.unique("rule-")
+    w.rt.post("notifications/rules", {"name": name, **MAIL_RULE}, 201)
+    return name
+
+
+def _create_rule(w: World) -> Target:
+    return Target("notifications/rules", {"name": "oncall", **MAIL_RULE})
+
+
+def _rule_action(action: str) -> Callable[[World], Target]:
+    def recipe(w: World) -> Target:
+        suffix = "" if action == "remove" else f"/{action}"
+        return Target(f"notifications/rules/{_rule(w)}{suffix}", {})
+
+    return recipe
+
+
+def _redeliver(w: World) -> Target:
+    from oxide_batch import models
+
+    rule = models.NotificationRule.objects.get(name=_rule(w))
+    now = w.clock.now()
+    event = models.NotificationEvent.objects.create(
+        kind="execution.failed", job_name="import_job", occurred_at=now, dispatched_at=now
+    )
+    dead = models.NotificationDelivery.objects.create(
+        event=event,
+        rule=rule,
+        webhook_id=w.unique("msg_hostile_"),
+        state="dead",
+        attempts=5,
+        next_attempt_at=now,
+        created_at=now,
+    )
+    return Target(f"notifications/deliveries/{dead.pk}/redeliver", {})
+
+
+def _set_deadline(w: World) -> Target:
+    return Target("notifications/deadlines", {"job_name": "import_job", "max_duration": "2h"})
+
+
+def _clear_deadline(w: World) -> Target:
+    w.rt.put("notifications/deadlines", {"job_name": "import_job", "expect_every": "1d"}, 200)
+    return Target("notifications/deadlines", {"job_name": "import_job"})
+
+
 def _step_transition(w: World) -> Target:
     step = w.started_step()
     return Target(f"steps/{step['id']}/transition", transition(step))
@@ -259,6 +309,14 @@ RECIPES: dict[str, Callable[[World], Target]] = {
     "release_hold": _release,
     "survey_purge": _survey,
     "apply_purge": _apply,
+    "create_notification_rule": _create_rule,
+    "remove_notification_rule": _rule_action("remove"),
+    "enable_notification_rule": _rule_action("enable"),
+    "disable_notification_rule": _rule_action("disable"),
+    "test_notification_rule": _rule_action("test"),
+    "redeliver_notification": _redeliver,
+    "set_deadline": _set_deadline,
+    "clear_deadline": _clear_deadline,
     "transition_step": _step_transition,
     "enrich_step_exit_status": _step_exit,
     "commit_chunk": _chunk,

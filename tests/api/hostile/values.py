@@ -42,7 +42,8 @@ def string_values(node: dict[str, Any], base: Any, member: str) -> Iterator[tupl
     yield "1 MB", HUGE
     if "enum" in node:
         yield "unknown enum code", "NOT_A_CODE"
-        yield "lower-case enum code", str(node["enum"][0]).lower()
+        if str(node["enum"][0]).lower() != str(node["enum"][0]):  # not a lower-case enum
+            yield "lower-case enum code", str(node["enum"][0]).lower()
         yield "empty enum code", ""
         yield "enum code with NUL", f"{node['enum'][0]}\x00"
     if node.get("format") == "date-time":
