@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Count, Min, Q, Sum
 
@@ -25,6 +26,20 @@ class RuleView:
     enabled: bool
     pending: int
     dead: int
+
+    def document(self) -> dict[str, Any]:
+        """The rule as the operator API and ``batch_notifications list --json``
+        show it (one shape for both)."""
+        return {
+            "name": self.name,
+            "jobs": list(self.patterns),
+            "events": list(self.kinds),
+            "destination": self.destination,
+            "hint": self.hint,
+            "enabled": self.enabled,
+            "pending": self.pending,
+            "dead": self.dead,
+        }
 
 
 def rules(using: str = "default") -> list[RuleView]:

@@ -35,7 +35,7 @@ from oxide_batch.repository.deadlines import rule_details
 from oxide_batch.repository.notifications import ChangeBy
 from oxide_batch.roles import MANAGE_NOTIFICATIONS
 from oxide_batch.selectors.delivery_lists import DELIVERY_STATES, delivery_rows, delivery_view
-from oxide_batch.selectors.notifications import RuleView, rules
+from oxide_batch.selectors.notifications import rules
 from oxide_batch.services.deadlines import Deadlines
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 
@@ -65,19 +65,6 @@ def change_by(request: Request) -> ChangeBy:
     return ChangeBy(actor.reference, actor.user_id)
 
 
-def rule_json(view: RuleView) -> dict[str, Any]:
-    return {
-        "name": view.name,
-        "jobs": list(view.patterns),
-        "events": list(view.kinds),
-        "destination": view.destination,
-        "hint": view.hint,
-        "enabled": view.enabled,
-        "pending": view.pending,
-        "dead": view.dead,
-    }
-
-
 def deadline_json(rule: DeadlineRule) -> dict[str, Any]:
     return {"job_name": rule.job_name, **rule_details(rule), "set_at": rule.set_at}
 
@@ -105,7 +92,7 @@ class RulesView(NotificationView):
         tags=TAGS,
     )
     def get(self, request: Request) -> Response:
-        return Response(n.RulesOutput({"rules": [rule_json(view) for view in rules()]}).data)
+        return Response(n.RulesOutput({"rules": [view.document() for view in rules()]}).data)
 
     @endpoint(
         operation_id="create_notification_rule",

@@ -97,7 +97,7 @@ class Command(OxideCommand):
     def run(self, **options: Any) -> dict[str, Any]:
         self.action = action = options["action"]
         if action == "list":
-            return {"rules": [self._rule_json(view) for view in rules()]}
+            return {"rules": [view.document() for view in rules()]}
         if action == "deliveries":
             return {"deliveries": [_delivery_json(d) for d in deliveries(state=options["state"])]}
         if action == "prune":
@@ -144,19 +144,6 @@ class Command(OxideCommand):
             return {"name": name, "outcome": attempt.verdict, "detail": attempt.detail}
         getattr(service, action)(name, by=by)
         return {"name": name, "action": action}
-
-    @staticmethod
-    def _rule_json(view: Any) -> dict[str, Any]:
-        return {
-            "name": view.name,
-            "jobs": list(view.patterns),
-            "events": list(view.kinds),
-            "destination": view.destination,
-            "hint": view.hint,
-            "enabled": view.enabled,
-            "pending": view.pending,
-            "dead": view.dead,
-        }
 
     def render(self, document: dict[str, Any]) -> None:
         if self.action == "add":
