@@ -19,6 +19,7 @@ from oxide_batch.domain.errors import (
     FlowStateCorrupt,
     InvalidCharacters,
     InvalidManifest,
+    StartLimitExceeded,
 )
 from oxide_batch.domain.names import NameKind, validate_name
 
@@ -101,6 +102,22 @@ def effective_start_limit(declared: int | None, requested: int | None) -> int | 
     request says; a request may only lower it (``None`` = unlimited on either side)."""
     limits = [limit for limit in (declared, requested) if limit is not None]
     return min(limits) if limits else None
+
+
+def hold_to_start_limit(*, instance_id: int, node_id: str, limit: int | None, starts: int) -> None:
+    """contract §2.3.4: ``starts`` rows of the node across the instance's
+    executions; at or above ``limit`` → ``StartLimitExceeded`` (creating a
+    STARTING row consumes one start; ``None`` = unlimited). Step creation and
+    the restart plan both hold a start to it here."""
+    if limit is not None and starts >= limit:
+        raise StartLimitExceeded(instance_id=instance_id, node_id=node_id, limit=limit)
+
+
+def allows_start_if_complete(node: FlowNode | None, requested: bool) -> bool:
+    """contract §2.3.2: for a flow step the manifest node's ``allow_start_if_complete``
+    decides; without a node (no flow plan, or a node it does not name) the
+    request's flag."""
+    return requested if node is None else node.allow_start_if_complete
 
 
 @dataclass(frozen=True)

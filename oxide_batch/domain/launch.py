@@ -10,6 +10,7 @@ from oxide_batch.domain.errors import (
     CompletedInstance,
     ExecutionAlreadyActive,
     InvalidTransitionTime,
+    LostWriteUnresolved,
     NotRestartable,
 )
 from oxide_batch.domain.execution import ExecutionMetadata, JobExecution
@@ -28,7 +29,11 @@ class NewAttempt:
 
 
 def plan_new_attempt(
-    job_instance_id: int, latest: JobExecution | None, created_at: datetime
+    job_instance_id: int,
+    latest: JobExecution | None,
+    created_at: datetime,
+    *,
+    lost_write_of: int | None = None,
 ) -> NewAttempt:
     """Decide the next attempt of an instance from its latest attempt.
 
@@ -36,6 +41,10 @@ def plan_new_attempt(
     COMPLETED → ``CompletedInstance``; ABANDONED → ``AbandonedInstance``;
     STARTING/STARTED/STOPPING/UNKNOWN → ``ExecutionAlreadyActive``. A new attempt
     may not be created before the prior one ended (``InvalidTransitionTime``).
+    Then the lost-write gate (contract §2.5.14): ``lost_write_of``, an execution
+    of the instance whose marker no operator resolved → ``LostWriteUnresolved``.
+    The launch and the restart plan (:mod:`~oxide_batch.domain.restart_plan`)
+    both decide here, in this order.
     """
     metadata = ExecutionMetadata.starting(created_at)
     if latest is None:
@@ -52,6 +61,9 @@ def plan_new_attempt(
     validate_restart(status)
     if latest.ended_at is not None and created_at < latest.ended_at:
         raise InvalidTransitionTime()
+    if lost_write_of is not None:
+        # Resuming would start from a checkpoint older than what the runtime did.
+        raise LostWriteUnresolved(instance_id=job_instance_id, execution_id=lost_write_of)
     return NewAttempt(job_instance_id, latest.attempt + 1, latest.id, metadata)
 
 

@@ -16,7 +16,6 @@ from oxide_batch.domain.errors import (
     IncompatibleDefinition,
     JobExecutionNotFound,
     JobInstanceNotFound,
-    LostWriteUnresolved,
 )
 from oxide_batch.domain.evidence import already_active, validate_owner_token
 from oxide_batch.domain.execution import (
@@ -194,13 +193,11 @@ class ExecutionOperations(DefinitionOperations):
         )
         latest = None if latest_row is None else job_execution_from_row(latest_row)
         now = self.now()
+        lost_write_of = None if latest_row is None else latest_row["lost_write_of"]
         try:
-            attempt = plan_new_attempt(pk, latest, now)
+            attempt = plan_new_attempt(pk, latest, now, lost_write_of=lost_write_of)
         except ExecutionAlreadyActive as refusal:
             raise self._already_active(refusal, now) from None
-        if latest_row is not None and latest_row["lost_write_of"] is not None:
-            # contract §2.5.14: resuming would start from the older checkpoint.
-            raise LostWriteUnresolved(instance_id=pk, execution_id=latest_row["lost_write_of"])
         definition_id, upgrade_id = self._bind_definition(
             pk, instance["job_name"], latest, definition_digest
         )

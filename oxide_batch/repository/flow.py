@@ -33,7 +33,6 @@ from oxide_batch.domain.errors import (
     InvalidStartLimit,
     InvalidState,
     JobExecutionNotFound,
-    StartLimitExceeded,
 )
 from oxide_batch.domain.execution import StepExecution
 from oxide_batch.domain.flow import (
@@ -45,6 +44,7 @@ from oxide_batch.domain.flow import (
     FlowTransitionKind,
     TerminalKind,
     check_decision_against_plan,
+    hold_to_start_limit,
 )
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name, validate_new_name
 from oxide_batch.domain.status import BatchStatus
@@ -193,8 +193,7 @@ class FlowOperations(StepOperations):
             )[:1]
         )
         starts = newest[0]["starts"] if newest else 0
-        if start_limit is not None and starts >= start_limit:
-            raise StartLimitExceeded(instance_id=instance_id, node_id=node, limit=start_limit)
+        hold_to_start_limit(instance_id=instance_id, node_id=node, limit=start_limit, starts=starts)
         source = None
         # A newest row of this very execution is no earlier state: the node is
         # repeated, which the insert refuses (StepExecutionExists).

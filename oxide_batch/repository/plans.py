@@ -14,8 +14,14 @@ from typing import Any
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.canonical import CanonicalJsonError, parse_strict
 from oxide_batch.domain.definitions import FLOW_FORMATS
-from oxide_batch.domain.errors import DomainError, FlowStateCorrupt, StartLimitExceeded
-from oxide_batch.domain.flow import FlowNode, FlowPlan, effective_start_limit
+from oxide_batch.domain.errors import DomainError, FlowStateCorrupt
+from oxide_batch.domain.flow import (
+    FlowNode,
+    FlowPlan,
+    allows_start_if_complete,
+    effective_start_limit,
+    hold_to_start_limit,
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,8 +49,7 @@ def node_allows_start_if_complete(parent: Mapping[str, Any], node: str, requeste
     """contract §2.3.2: for a flow step the manifest node's ``allow_start_if_complete``
     decides; a step of an execution without a flow plan (or of a node the plan
     does not name) takes the request's."""
-    found = plan_node(parent, node)
-    return requested if found is None else found.allow_start_if_complete
+    return allows_start_if_complete(plan_node(parent, node), requested)
 
 
 def node_start_limit(parent: Mapping[str, Any], node: str, requested: int | None) -> int | None:
@@ -70,5 +75,4 @@ def hold_to_declared_start_limit(using: str, parent: Mapping[str, Any], node: st
         .filter(job_instance_id=instance_id, node_id=node)
         .count()
     )
-    if starts >= limit:
-        raise StartLimitExceeded(instance_id=instance_id, node_id=node, limit=limit)
+    hold_to_start_limit(instance_id=instance_id, node_id=node, limit=limit, starts=starts)
