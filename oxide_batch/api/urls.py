@@ -41,6 +41,11 @@ urlpatterns = [
     path("executions", views.ExecutionsView.as_view(), name="executions"),
     path("executions/<batch_id:execution_id>", views.ExecutionView.as_view(), name="execution"),
     path(
+        "executions/<batch_id:execution_id>/restart-plan",
+        views.ExecutionRestartPlanView.as_view(),
+        name="execution-restart-plan",
+    ),
+    path(
         "executions/<batch_id:execution_id>/transition",
         views.ExecutionTransitionView.as_view(),
         name="execution-transition",

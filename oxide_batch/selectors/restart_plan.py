@@ -26,7 +26,13 @@ from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.definitions import FLOW_FORMATS
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
-from oxide_batch.domain.restart_plan import EarlierStep, RestartPlan, restart_plan
+from oxide_batch.domain.restart_plan import (
+    EarlierStep,
+    PlannedStep,
+    PlanRefusal,
+    RestartPlan,
+    restart_plan,
+)
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.plans import stored_plan
 from oxide_batch.repository.records import JOB_EXECUTION_COLUMNS, job_execution_from_row
@@ -187,3 +193,42 @@ def skipped_steps(obj: Any) -> tuple[list[dict[str, Any]], bool]:
         ]
     )
     return rows[:SKIPPED_STEPS], len(rows) > SKIPPED_STEPS
+
+
+def plan_document(read: PlanRead) -> dict[str, Any]:
+    """The plan as JSON — the API's answer and ``batch_show --json``'s
+    ``restart_plan``, one shape. No payload value is in it (only whether a
+    checkpoint is taken over)."""
+    plan = read.plan
+    return {
+        "execution_id": plan.execution_id,
+        "restartable": plan.restartable,
+        "refusal": _refusal_json(plan.refusal),
+        "assumes": "the same definition",
+        "steps": [_step_json(step) for step in plan.steps],
+        "steps_left_off": read.more,
+        "unreached": [_step_json(step) for step in plan.unreached],
+    }
+
+
+def _refusal_json(refusal: PlanRefusal | None) -> dict[str, str] | None:
+    return None if refusal is None else {"code": refusal.code, "detail": refusal.detail}
+
+
+def _step_json(step: PlannedStep) -> dict[str, Any]:
+    source = step.source
+    return {
+        "step_name": step.step_name,
+        "node_id": step.node_id,
+        "action": step.action.value,
+        "reason": step.reason,
+        "refusal": _refusal_json(step.refusal),
+        "from_step_execution_id": None if source is None else source.id,
+        "from_execution_id": None if source is None else source.job_execution_id,
+        "from_attempt": None if source is None else source.attempt,
+        "status": None if source is None else source.status.value,
+        "checkpoint": step.checkpoint,
+        "counts": None
+        if step.counts is None
+        else {name: getattr(step.counts, name) for name in COUNT_FIELDS},
+    }

@@ -220,6 +220,7 @@ ROUTES = [
     Route("POST", "executions/{execution}/steps", {"step_name": "probe"}),
     Route("GET", "executions/{execution}/flow-decisions", {}),
     Route("POST", "executions/{execution}/flow-decisions", FLOW_DECISION),
+    Route("GET", "executions/{execution}/restart-plan", {}),
     Route("GET", "steps/{step}", {}),
     Route("POST", "steps/{step}/transition", {"expected_version": 0, "status": "STARTED"}),
     Route("POST", "steps/{step}/exit-status", {"expected_version": 0, "exit_code": "X"}),

@@ -62,6 +62,7 @@ ENDPOINTS = [
     ("POST", f"partitions/{N}/assign", RUN_BATCH),
     ("POST", f"partitions/{N}/complete", RUN_BATCH),
     ("GET", f"executions/{N}/recovery-proposal", VIEW_BATCH),
+    ("GET", f"executions/{N}/restart-plan", VIEW_BATCH),
     ("POST", f"executions/{N}/recover", RECOVER_EXECUTION),
     ("POST", f"executions/{N}/stop", STOP_EXECUTION),
     ("POST", f"executions/{N}/abandon", ABANDON_EXECUTION),

@@ -121,6 +121,11 @@ from oxide_batch.api.serializers.purge import (
     SurveyInput,
     check_plan_shape,
 )
+from oxide_batch.api.serializers.restart_plan import (
+    PlannedStepOutput,
+    PlanRefusalOutput,
+    RestartPlanOutput,
+)
 from oxide_batch.api.serializers.retention import (
     HoldInput,
     HoldResponseOutput,
@@ -207,7 +212,9 @@ __all__ = [
     "PlanDocumentInput",
     "PlanExecutionInput",
     "PlanOutput",
+    "PlanRefusalOutput",
     "PlanRestartInput",
+    "PlannedStepOutput",
     "ProblemErrorOutput",
     "ProblemOutput",
     "PurgeApplyInput",
@@ -221,6 +228,7 @@ __all__ = [
     "RecoveryDecisionOutput",
     "RecoveryProposalOutput",
     "ResponseOutcomeField",
+    "RestartPlanOutput",
     "RetentionHoldOutput",
     "RetentionRecordOutput",
     "RetentionRecordPageOutput",

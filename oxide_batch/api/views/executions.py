@@ -37,6 +37,7 @@ from oxide_batch.selectors.executions import (
     with_extras,
 )
 from oxide_batch.selectors.instances import instance_exists, instance_record
+from oxide_batch.selectors.restart_plan import execution_restart_plan, plan_document
 
 #: Why a new attempt (``POST instances/{id}/executions``, ``POST launches``) is refused.
 NEW_ATTEMPT_CONFLICTS = (
@@ -158,6 +159,31 @@ class ExecutionView(BatchView):
     )
     def get(self, request: Request, execution_id: int) -> Response:
         return Response(render.execution_data(execution_record(execution_id)))
+
+
+class ExecutionRestartPlanView(BatchView):
+    required_permissions = READ
+
+    @endpoint(
+        operation_id="get_execution_restart_plan",
+        summary="What a restart will do, step by step",
+        description=(
+            "For each step the instance's attempts recorded (the newest row per step "
+            "name), what the next attempt would do with it: `skip`, `rerun`, `resume` "
+            "or `refuse`, decided by the launch's and step creation's own rules; for a "
+            "flow plan also the step nodes not reached (`run`). An execution that "
+            "cannot be restarted (not FAILED or STOPPED, or not its instance's latest "
+            "attempt) answers `restartable: false` with the reason and no steps. No "
+            "payload value is shown."
+        ),
+        permission=VIEW_BATCH,
+        ok={200: s.RestartPlanOutput},
+        errors={404: ("job_execution_not_found",)},
+        path_ids=True,
+        tags=["executions"],
+    )
+    def get(self, request: Request, execution_id: int) -> Response:
+        return Response(plan_document(execution_restart_plan(execution_id)))
 
 
 class ExecutionTransitionView(BatchView):
