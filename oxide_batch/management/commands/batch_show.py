@@ -1,6 +1,7 @@
 """``manage.py batch_show ID``: one execution with its recovery proposal — whether
 it may be recovered and by which rule (contract §2.5.4: an owner's lease, else the
-inactivity threshold; UNKNOWN always), and the command line that would."""
+inactivity threshold; UNKNOWN always), and the command line that would — and what
+a restart would do, step by step (``restart_plan``, contract §2.3.6)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from oxide_batch.management.commands._operator import (
     service,
 )
 from oxide_batch.selectors.executions import execution_view
+from oxide_batch.selectors.restart_plan import execution_restart_plan, plan_document
 
 WATCHDOG = "watchdog (manage.py batch_watchdog)"
 
@@ -36,7 +38,11 @@ class Command(OxideCommand):
         # The proposal first: it validates the id (and answers not found).
         proposal = service().propose(options["execution_id"])
         view = execution_view(options["execution_id"])
-        return {"execution": execution_json(view), "proposal": proposal_json(proposal)}
+        return {
+            "execution": execution_json(view),
+            "proposal": proposal_json(proposal),
+            "restart_plan": plan_document(execution_restart_plan(options["execution_id"])),
+        }
 
     def render(self, document: dict[str, Any]) -> None:
         execution, proposal = document["execution"], document["proposal"]
@@ -53,6 +59,28 @@ class Command(OxideCommand):
             self.stdout.write(f"{label}: {command}")
         self.stdout.write(f"evidence digest: {proposal['evidence_digest']}")
         self.stdout.write(json.dumps(proposal["evidence"], indent=2))
+        for line in plan_lines(document["restart_plan"]):
+            self.stdout.write(line)
+
+
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The restart plan in words: refused or not, then one line per step."""
+    refusal = plan["refusal"]
+    lines = [
+        "restart: would be accepted (the same definition)"
+        if refusal is None
+        else f"restart: refused — {refusal['code']}: {refusal['detail']}"
+    ]
+    for step in plan["steps"]:
+        source = (
+            f"step execution {step['from_step_execution_id']}, attempt {step['from_attempt']}, "
+            f"{step['status']}"
+        )
+        lines.append(f"  {step['step_name']}: {step['action']} — {step['reason']} ({source})")
+    if plan["steps_left_off"]:
+        lines.append("  … more steps: see batch_show --json")
+    lines.extend(f"  {node['node_id']}: run — {node['reason']}" for node in plan["unreached"])
+    return lines
 
 
 def span(seconds: int) -> str:
