@@ -17,6 +17,7 @@ from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import link
 from oxide_batch.admin.casefile.notifications import notifications
 from oxide_batch.admin.casefile.recovery import recovery_panel
+from oxide_batch.admin.casefile.restart import restart_facts
 from oxide_batch.admin.casefile.timeline import timeline
 from oxide_batch.admin.display import (
     badge,
@@ -95,6 +96,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         facts.append(("Lost write", shown))
     if records.decisions:
         facts.append(("Resolved by", _decisions(records.decisions)))
+    facts.extend(restart_facts(obj))
     facts.append(("Notifications", notifications(obj.pk)))
     if proposal is not None:
         facts.append(("Recovery", recovery_panel(request, obj, proposal, now)))
