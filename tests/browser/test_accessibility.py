@@ -36,6 +36,10 @@ def unknown_execution() -> int:
     return models.JobExecution.objects.get(status="UNKNOWN").pk
 
 
+def execution_of(job_name: str, attempt: int = 1) -> int:
+    return models.JobExecution.objects.get(job_name=job_name, attempt=attempt).pk
+
+
 # page name → (path, a CSS selector present once the page has rendered)
 PAGES: dict[str, tuple[Callable[[], str], str]] = {
     "index": (lambda: "/admin/", "#content-main"),
@@ -44,6 +48,15 @@ PAGES: dict[str, tuple[Callable[[], str], str]] = {
     "execution list": (lambda: "/admin/oxide_batch/jobexecution/", "#result_list"),
     "execution detail": (
         lambda: f"/admin/oxide_batch/jobexecution/{unknown_execution()}/change/",
+        "#content-main",
+    ),
+    # Issue 40: a STOPPED execution's restart plan; a restart attempt's skipped steps.
+    "restart plan": (
+        lambda: f"/admin/oxide_batch/jobexecution/{execution_of('report_build')}/change/",
+        ".ob-plan table",
+    ),
+    "restart attempt": (
+        lambda: f"/admin/oxide_batch/jobexecution/{execution_of('billing_export', 2)}/change/",
         "#content-main",
     ),
     "recover confirmation": (

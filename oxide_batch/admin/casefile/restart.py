@@ -63,7 +63,7 @@ def _plan(execution_id: int) -> SafeString:
     if not rows:
         return format_html("<p>{}</p>", verdict)
     return format_html(
-        '<div class="ob-plan"><p>{}</p>{}{}</div>', verdict, table(PLAN_HEADERS, rows), more
+        '<div class="ob-restart ob-plan"><p>{}</p>{}{}</div>', verdict, table(PLAN_HEADERS, rows), more
     )
 
 
@@ -109,7 +109,7 @@ def _skipped(obj: Any) -> SafeString:
         else format_html("{}", "")
     )
     return format_html(
-        "<p>{}</p>{}{}",
+        '<div class="ob-restart"><p>{}</p>{}{}</div>',
         "Not run by this attempt: an earlier attempt completed (or abandoned) them.",
         table(("Step", "Status", "Done by"), cells),
         note,
