@@ -63,7 +63,10 @@ def _plan(execution_id: int) -> SafeString:
     if not rows:
         return format_html("<p>{}</p>", verdict)
     return format_html(
-        '<div class="ob-restart ob-plan"><p>{}</p>{}{}</div>', verdict, table(PLAN_HEADERS, rows), more
+        '<div class="ob-restart ob-plan"><p>{}</p>{}{}</div>',
+        verdict,
+        table(PLAN_HEADERS, rows),
+        more,
     )
 
 
