@@ -202,3 +202,25 @@ def test_a_fenced_owner_learns_it_at_its_next_observation(
         "operator_override",
         "host batch-7 was decommissioned at 02:10, its process is gone",
     )
+
+
+def test_the_restart_plan_says_what_the_runtime_helper_then_does(runtime: ScriptedClient) -> None:
+    """Issue 40: the plan of the failed attempt (skip ``extract``, resume
+    ``publish`` from its checkpoint) is what ``run_step`` then does."""
+    from oxide_batch.domain.restart_plan import PlanAction
+    from oxide_batch.selectors.restart_plan import execution_restart_plan
+
+    first_attempt_fails_in_the_second_step(runtime)
+    failed = next(runtime.executions(job_name=JOB))
+    plan = execution_restart_plan(failed.id).plan
+    actions = {step.step_name: (step.action, step.checkpoint) for step in plan.steps}
+    assert actions == {"extract": (PlanAction.SKIP, False), "publish": (PlanAction.RESUME, True)}
+    calls: list[tuple[str, Any]] = []
+    with runtime.job_run(JOB, PARAMETERS) as run:
+        extract = run.run_step("extract", recording(calls, "extract"))
+        publish = run.run_step("publish", recording(calls, "publish"))
+    assert (extract.skipped, publish.skipped) == (True, False)
+    assert calls == [("publish", {"offset": 10})]
+    (resumed,) = (step for step in plan.steps if step.step_name == "publish")
+    assert resumed.counts is not None
+    assert steps_of(run.execution.id)["publish"][1] == resumed.counts.read + 20
