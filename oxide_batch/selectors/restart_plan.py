@@ -8,6 +8,7 @@ skipped (one query)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import (
@@ -46,17 +47,22 @@ COUNT_COLUMNS = tuple(f"{name}_count" for name in COUNT_FIELDS)
 FLOW_COLUMNS = ("definition__manifest_format", "definition__manifest")
 
 
+#: A restart is planned step by step only for these (any other is refused whole).
+PLANNED_STATUSES = frozenset({BatchStatus.FAILED, BatchStatus.STOPPED})
+
+
+@dataclass(frozen=True)
 class PlanRead:
     """A plan with what the read left off (``more``: steps beyond :data:`PLAN_STEPS`)."""
 
-    def __init__(self, plan: RestartPlan, *, more: bool) -> None:
-        self.plan = plan
-        self.more = more
+    plan: RestartPlan
+    more: bool
 
 
 def execution_restart_plan(execution_id: int) -> PlanRead:
     """The restart plan of execution ``execution_id`` (``JobExecutionNotFound``):
-    three queries."""
+    three queries (two when the execution is not a FAILED or STOPPED latest
+    attempt: its plan is refused whole)."""
     row = (
         models.JobExecution.objects.filter(pk=execution_id)
         .values(*JOB_EXECUTION_COLUMNS, *FLOW_COLUMNS)
@@ -82,7 +88,7 @@ def execution_restart_plan(execution_id: int) -> PlanRead:
     earlier: list[EarlierStep] = []
     starts: dict[str, int] = {}
     more = False
-    if latest.id == execution.id and latest.status.is_finished:
+    if latest.id == execution.id and latest.status in PLANNED_STATUSES:
         earlier, starts, more = newest_steps(execution.job_instance_id)
     flow = None
     if row["definition__manifest_format"] in FLOW_FORMATS:
