@@ -44,12 +44,14 @@ class RuleForm(forms.Form):
         max_length=64,
         strip=False,
         help_text="1–64 of A–Z a–z 0–9 . _ -, beginning with a letter or digit.",
+        widget=forms.TextInput(attrs={"class": "vTextField"}),
     )
     jobs = forms.CharField(
         label="Job names",
         max_length=2000,
         strip=False,
         help_text="Job-name patterns, comma-separated: * any run of characters, ? one.",
+        widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
     )
     events = forms.MultipleChoiceField(
         label="Event kinds",
@@ -69,6 +71,7 @@ class RuleForm(forms.Form):
         max_length=2000,
         strip=False,
         help_text="https (plain http only to a host named in OXIDE_BATCH_WEBHOOK_HTTP_HOSTS).",
+        widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
     )
     format = forms.ChoiceField(
         choices=[("standard", "standard (signed, Standard Webhooks)"), ("slack", "slack")],
@@ -81,7 +84,9 @@ class RuleForm(forms.Form):
         max_length=200,
         strip=False,
         # Never written back into the page (an error page included).
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        widget=forms.PasswordInput(
+            render_value=False, attrs={"autocomplete": "off", "class": "vLargeTextField"}
+        ),
         help_text="whsec_… — leave empty to have one generated and shown once.",
     )
     email = forms.CharField(
@@ -90,6 +95,7 @@ class RuleForm(forms.Form):
         max_length=2000,
         strip=False,
         help_text="Comma-separated, 1 to 20.",
+        widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
     )
 
     def rule_arguments(self) -> dict[str, Any]:
