@@ -66,3 +66,15 @@ def format_duration(span: timedelta) -> str:
     if minutes:
         return f"{minutes} min"
     return f"{secs} s"
+
+
+def duration_text(span: timedelta) -> str:
+    """The shortest exact ``<integer><unit>`` :func:`parse_duration` reads back
+    as ``span`` (``2h``, ``90s``, ``1500ms``): a stored duration shown for
+    editing."""
+    milliseconds = round(span.total_seconds() * 1000)
+    for unit in ("d", "h", "m", "s"):
+        size = round(_UNITS[unit].total_seconds() * 1000)
+        if milliseconds % size == 0:
+            return f"{milliseconds // size}{unit}"
+    return f"{milliseconds}ms"

@@ -264,6 +264,13 @@ def _pages() -> list[str]:
         redeliver_url(delivery),
         reverse("admin:oxide_batch_jobdeadline_changelist"),
         reverse("admin:oxide_batch_jobdeadline_change", args=[deadline.pk]),
+        # Managing them (the forms and confirmations).
+        reverse("admin:oxide_batch_notificationrule_new"),
+        act_url(rule, "remove"),
+        act_url(rule, "test"),
+        reverse("admin:oxide_batch_jobdeadline_set"),
+        reverse("admin:oxide_batch_jobdeadline_set") + f"?job={deadline.job_name}",
+        reverse("admin:oxide_batch_jobdeadline_act", args=[deadline.pk]),
     ]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from oxide_batch.repository.outbox_listen import OutboxListener
 from oxide_batch.roles import RUNTIME
 from tests.faults.test_restart import call
 from tests.live import gunicorn, token_for
@@ -194,9 +195,14 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
     """contract §4.2: a chunk that ends its step and a transition with its exit
     code are the hot shape (authentication, BEGIN, one locking read, one write,
     COMMIT) — the transition that ends the run adds its outbox event, one
-    INSERT (issue 41); a step created STARTED is one insert after its reads; the launch
-    writes its attempt once (one INSERT into the executions)."""
+    INSERT (issue 41), whose trigger (migration 0029) notifies the
+    notifier's channel with no statement of its own, delivered at the COMMIT;
+    the finishing chunk notifies nothing; a step created STARTED is one
+    insert after its reads; the launch writes its attempt once (one INSERT
+    into the executions)."""
     url, log = logged_server
+    listener = OutboxListener()
+    listener.connect()
     api = f"{url}/api/v1"
     token = token_for("short-forms-runtime", RUNTIME)
 
@@ -218,40 +224,43 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
     )
     assert status == 201, step
     start = [kind(sql) for _, sql in log.statements()]
-    shaped = {
-        "finishing chunk": sequence_of(
-            log,
-            post(
-                f"steps/{step['id']}/checkpoint",
-                {
-                    "expected_version": step["version"],
-                    "counts": {"read": 10},
-                    "finish": "COMPLETED",
-                    "exit_code": "LOADED",
-                    "owner_token": HEX,
-                },
-            ),
+    finishing = sequence_of(
+        log,
+        post(
+            f"steps/{step['id']}/checkpoint",
+            {
+                "expected_version": step["version"],
+                "counts": {"read": 10},
+                "finish": "COMPLETED",
+                "exit_code": "LOADED",
+                "owner_token": HEX,
+            },
         ),
-        "transition with exit code": sequence_of(
-            log,
-            post(
-                f"executions/{execution['id']}/transition",
-                {
-                    "expected_version": execution["version"],
-                    "status": "COMPLETED",
-                    "exit_code": "DONE",
-                    "owner_token": HEX,
-                },
-            ),
+    )
+    chunk_notified = listener.wait(0.5)
+    ending = sequence_of(
+        log,
+        post(
+            f"executions/{execution['id']}/transition",
+            {
+                "expected_version": execution["version"],
+                "status": "COMPLETED",
+                "exit_code": "DONE",
+                "owner_token": HEX,
+            },
         ),
-    }
+    )
+    end_notified = listener.wait(5.0)
+    listener.close()
+    shaped = {"finishing chunk": finishing, "transition with exit code": ending}
     report = "\n".join(
         f"{name}: {s}" for name, s in {**shaped, "launch": launch, "step": start}.items()
     )
     for name, statements in shaped.items():
         locked = "ob_step_execution" if name.startswith("finishing") else "ob_job_execution"
         # A run's end writes its notification event with it (the outbox, issue 41):
-        # exactly one INSERT; the finishing chunk (a step's end) writes none.
+        # exactly one INSERT — its NOTIFY is the INSERT's trigger, not a statement
+        # of its own; the finishing chunk (a step's end) writes none.
         outbox = ["INSERT ob_notification_event"] if name.startswith("transition") else []
         assert statements[1:] == [
             "BEGIN",
@@ -261,6 +270,8 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
             "COMMIT",
         ], report
         assert "token" in statements[0], report
+    # The run's end woke the notifier (the trigger of its INSERT); the chunk did not.
+    assert (chunk_notified, end_notified) == (False, True), report
     assert launch.count("INSERT ob_job_execution") == 1, report
     assert not any(s.startswith("UPDATE ob_job_execution") for s in launch), report
     assert start.count("INSERT ob_step_execution") == 1, report

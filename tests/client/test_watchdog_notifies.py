@@ -6,7 +6,10 @@ and a webhook receiver on 127.0.0.1 that verifies every signature with the
 ``standardwebhooks`` package. The worker SIGKILLed mid-step, the receiver gets
 "recovered by the watchdog" with the execution's case-file link within
 TTL + 2 × interval (the watchdog's pass, then the notifier's) — the moment
-no in-process failure callback can see. The time is printed (``-s``)."""
+no in-process failure callback can see. The notifier is woken by the
+recovery's commit (PostgreSQL LISTEN/NOTIFY), so its share is a pass and one
+request, not an interval: measured 5.2–5.5 s on 2 busy cores, against a
+bound of 6 s plus :data:`SLACK`. The time is printed (``-s``)."""
 
 from __future__ import annotations
 
@@ -29,13 +32,18 @@ from tests.client.test_examples import (
     wait_for,
     write_people,
 )
-from tests.client.test_watchdog import INTERVAL, MANAGE, SLACK, TTL, lease, watchdog
+from tests.client.test_watchdog import INTERVAL, MANAGE, TTL, lease, watchdog
 from tests.live import ROOT, token_for
 from tests.notifications.receiver import Received, Receiver, receiving
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 __all__ = ["lease"]  # the fixture, imported for its use here
 CONSOLE = "https://batch.example.com"
+#: Beyond TTL + 2 × interval: the watchdog's pass and its commit, the
+#: notifier's pass and one request to a local receiver (tens of
+#: milliseconds each), and this test's own 50 ms polling of the receiver. Not
+#: an interval: the notifier no longer waits for its next poll (it was 1.5 s).
+SLACK = 0.5
 
 
 def notifier(log: Path) -> subprocess.Popen[bytes]:

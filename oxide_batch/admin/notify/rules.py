@@ -1,12 +1,13 @@
 """Notification rules: a list and a detail page showing what a rule matches
 and where it sends — the destination's kind and its mask (``https://host/…``,
 ``2 addresses``), never the sealed URL, secret or addresses — with its change
-audit; "disable" and "enable" behind a confirmation page (:mod:`.confirm`).
-Rules are added and removed with ``manage.py batch_notifications`` or the API."""
+audit. Who manages notifications adds a rule (:mod:`.rule_form`), and
+disables, enables, tests or removes one behind a confirmation page
+(:mod:`.rule_actions`, :mod:`.confirm`): the services the command and the
+API use."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from django.contrib import admin
@@ -19,42 +20,12 @@ from django.utils.safestring import SafeString
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.admin.base import ReadOnlyAdmin, linked_rows, parse_id
 from oxide_batch.admin.display import when
-from oxide_batch.admin.notify.confirm import NotifyAction, change_by, confirm, may_manage
+from oxide_batch.admin.notify.confirm import confirm, gone, may_manage
+from oxide_batch.admin.notify.rule_actions import ACTIONS, with_counts
+from oxide_batch.admin.notify.rule_form import add_rule_view
 from oxide_batch.admin.pages.common import moment
-from oxide_batch.services.notify_rules import NotificationRules
 
 AUDIT_HEADERS = ("when", "change", "by", "details")
-
-
-def _set(enabled: bool, request: HttpRequest, rule: models.NotificationRule) -> str:
-    service = NotificationRules()
-    (service.enable if enabled else service.disable)(rule.name, by=change_by(request))
-    return f"Rule {rule.name!r} {'enabled' if enabled else 'disabled'} (audited)."
-
-
-def _action(enabled: bool) -> NotifyAction:
-    verb = "Enable" if enabled else "Disable"
-    return NotifyAction(
-        name=verb.lower(),
-        title=lambda rule: f"{verb} rule {rule.name}",
-        explains=(
-            "An enabled rule gets a delivery for each matching event from the next "
-            "notifier pass on."
-            if enabled
-            else "A disabled rule gets no delivery for events from now on; its "
-            "deliveries already made are still attempted."
-        ),
-        done=lambda rule: (
-            f"Rule {rule.name!r} is {'enabled' if enabled else 'disabled'} already"
-            if rule.enabled == enabled
-            else None
-        ),
-        observed=lambda rule: f"{rule.enabled}:{rule.updated_at.isoformat()}",
-        apply=partial(_set, enabled),
-    )
-
-
-ACTIONS = {"disable": _action(False), "enable": _action(True)}
 
 
 @admin.register(models.NotificationRule)
@@ -65,6 +36,7 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
     search_help_text = "A rule's name."
     ordering = ("name",)
     change_form_template = "admin/oxide_batch/notify_change_form.html"
+    change_list_template = "admin/oxide_batch/notify_change_list.html"
     fields = (
         "name",
         "jobs",
@@ -89,24 +61,49 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         act = self.admin_site.admin_view(self.act_view)
+        add = self.admin_site.admin_view(self.new_view)
         return [
+            path("new/", add, name="oxide_batch_notificationrule_new"),
             path("<int:object_id>/act/<str:action>/", act, name="oxide_batch_notificationrule_act"),
             *super().get_urls(),
         ]
 
+    def new_view(self, request: HttpRequest) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "back": reverse("admin:oxide_batch_notificationrule_changelist"),
+        }
+        return add_rule_view(request, context)
+
     def act_view(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
         chosen = ACTIONS.get(action)
-        rule = models.NotificationRule.objects.defer("destination_sealed").filter(pk=object_id)
-        found = rule.first()
-        if chosen is None or found is None:
-            raise Http404(f"There is no rule #{object_id} or no action {action[:20]!r}.")
+        if chosen is None:
+            raise Http404(f"There is no action {action[:20]!r} on a rule.")
+        listing = reverse("admin:oxide_batch_notificationrule_changelist")
+        found = with_counts(models.NotificationRule.objects.filter(pk=object_id)).first()
+        if found is None:
+            if request.method == "POST":
+                return gone(request, f"rule #{object_id}", listing)
+            raise Http404(f"There is no rule #{object_id}: it never existed, or it was removed.")
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "subject": found.name,
         }
         back = reverse("admin:oxide_batch_notificationrule_change", args=[found.pk])
-        return confirm(request, context, found, chosen, back)
+        return confirm(request, context, found, chosen, back, listing)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        if may_manage(request):
+            extra["notify_add"] = (
+                reverse("admin:oxide_batch_notificationrule_new"),
+                "Add a notification rule",
+            )
+        return super().changelist_view(request, extra)
 
     @admin.display(description="jobs")
     def jobs(self, obj: models.NotificationRule) -> SafeString:
@@ -170,15 +167,26 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
 
     @staticmethod
     def _actions(request: HttpRequest, object_id: str) -> SafeString:
-        """The action the rule offers who may manage notifications (the
+        """The actions the rule offers who may manage notifications (each
         confirmation page reads the rule itself)."""
         pk = parse_id(object_id)
         if pk is None or not may_manage(request):
             return format_html("{}", "")
         enabled = models.NotificationRule.objects.filter(pk=pk).values_list("enabled", flat=True)
-        name = "disable" if next(iter(enabled), False) else "enable"
-        url = reverse("admin:oxide_batch_notificationrule_act", args=[pk, name])
-        links = format_html('<a class="button" href="{}">{} this rule…</a>', url, name.capitalize())
+        switch = "disable" if next(iter(enabled), False) else "enable"
+        labels = {
+            switch: f"{switch.capitalize()} this rule…",
+            "test": "Send a test message…",
+            "remove": "Remove this rule…",
+        }
+        links = format_html_join(
+            " ",
+            '<a class="button" href="{}">{}</a>',
+            (
+                (reverse("admin:oxide_batch_notificationrule_act", args=[pk, name]), label)
+                for name, label in labels.items()
+            ),
+        )
         return format_html('<div class="submit-row ob-notify-actions">{}</div>', links)
 
 

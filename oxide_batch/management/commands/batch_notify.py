@@ -6,7 +6,10 @@ SIGINT) — a third process beside the service and the watchdog
 Several may run at once: a delivery is claimed by one of them at a time
 (``SKIP LOCKED``), and one killed mid-attempt leaves its claim to expire (two
 timeouts and 2 s): the delivery is attempted again, with the same
-``webhook-id``. Output: a line per pass that did something (``--json``: one
+``webhook-id``. On PostgreSQL an idle loop wakes at once when an outbox event
+commits (it LISTENs on a session connection of its own,
+``services/notify_wakeup.py``); ``--interval`` is then the safety net, and
+on SQLite the polling period. Output: a line per pass that did something (``--json``: one
 JSON object per pass; with ``--once`` exactly one). Exit codes as every
 command's: 0 stopped (or one pass done), 2 usage, 7 the database unavailable
 (``--once`` only: the loop waits for it).
@@ -29,6 +32,8 @@ from oxide_batch.management.commands._cli import OxideCommand, release_idle_conn
 from oxide_batch.management.commands.batch_watchdog import seconds_arg
 from oxide_batch.repository.faults import translate
 from oxide_batch.services.notifier import Notifier, PassReport
+from oxide_batch.services.notify_send import execution_url
+from oxide_batch.services.notify_wakeup import Wakeups
 
 DEFAULT_INTERVAL = 2.0
 #: How long an idle loop with attempts in flight waits before another pass.
@@ -79,13 +84,26 @@ class Command(OxideCommand):
 
     def _loop(self, interval: float) -> None:
         stopping = threading.Event()
+        wakeups = Wakeups(retry=interval)
 
         def stop(signum: int, frame: FrameType | None) -> None:
             stopping.set()
+            wakeups.wake()
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, stop)
-        notifier = Notifier()
+        # The case-file link's first reverse() imports the URLconf (about half a
+        # second): paid now, not by the first event the notifier is woken for.
+        execution_url(1)
+        wakeups.start()
+        try:
+            self._passes(Notifier(), interval, stopping, wakeups)
+        finally:
+            wakeups.stop()
+
+    def _passes(
+        self, notifier: Notifier, interval: float, stopping: threading.Event, wakeups: Wakeups
+    ) -> None:
         while not stopping.is_set():
             try:
                 # The pass does not wait for its attempts: a slow receiver's
@@ -101,9 +119,10 @@ class Command(OxideCommand):
                 self._emit(document)
             if busy:
                 continue  # a backlog drains without waiting
-            # Idle: until an attempt ends (a worker to settle and refill), or the interval.
+            # Idle: until an attempt ends (a worker to settle and refill), an
+            # event commits (PostgreSQL), a stop, or the interval.
             if not notifier.wait(min(interval, IN_FLIGHT_POLL)) and not notifier.in_flight:
-                stopping.wait(interval)
+                wakeups.wait(interval)
         # Stopped: the attempts in flight end (each bounded by its timeout) and are
         # settled; with the database gone, their claims expire and another retries.
         with contextlib.suppress(Unavailable, CommitOutcomeUnknown):
