@@ -18,6 +18,7 @@ from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors.executions import ExecutionRecord
 
 
@@ -68,6 +69,7 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
             "expires_at": format_instant(extras.lease.expires_at),
         },
         "lost_write": extras.lost_write,
+        "worker": extras.worker,
         "definition": None
         if definition is None
         else {
@@ -138,4 +140,12 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "failure": failure_data(step.failure),
         "version": step.version,
         "last_activity_at": format_instant(step.activity_at),
+        "worker": step_worker_data(step.worker),
     }
+
+
+def step_worker_data(worker: WorkerIdentity | None) -> dict[str, Any] | None:
+    """``StepWorkerOutput(worker).data``: a step has no user of its own (decision 312)."""
+    if worker is None:
+        return None
+    return {"host": worker.host, "pid": worker.pid, "name": worker.name, "client": worker.client}

@@ -17,10 +17,12 @@ from oxide_batch.api.fields import (
     StrictIntegerField,
 )
 from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, at, identifier, name
+from oxide_batch.api.serializers.worker import WorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, parse_owner_token
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity
 
 
 class LaunchInput(Input):
@@ -124,6 +126,10 @@ class ExitStatusInput(Input):
 class ClaimInput(Input):
     expected_version = StrictIntegerField()
     owner_token = OwnerTokenField(help_text="16 bytes as 32 lowercase hex characters.")
+    worker = worker_field()
+
+    def worker_value(self) -> WorkerIdentity | None:
+        return worker_value(self.validated_data)
 
     def to_domain(self) -> tuple[int, bytes]:
         data = self.validated_data
@@ -275,6 +281,14 @@ class ExecutionOutput(Output):
         source="extras.lost_write",
         allow_null=True,
         help_text="A lost acknowledged write (null: none recorded).",
+    )
+    worker = WorkerOutput(
+        source="extras.worker",
+        allow_null=True,
+        help_text=(
+            "Who runs it (decision 310): what the runtime said of itself with its claim, "
+            "and the claimant's username; null when neither is recorded."
+        ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 

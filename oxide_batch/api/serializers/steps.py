@@ -25,12 +25,14 @@ from oxide_batch.api.serializers.executions import (
     optional_exit_code,
     optional_exit_code_field,
 )
+from oxide_batch.api.serializers.worker import StepWorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
 from oxide_batch.domain.flow import MAX_START_LIMIT
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 
 STEP_START_STATUSES = (BatchStatus.STARTING, BatchStatus.STARTED)
 FINISH_STATUSES = (BatchStatus.COMPLETED,)
@@ -58,6 +60,7 @@ class StepInput(Input):
         NameKind.NODE, required=False, help_text="Flow node; default: the step name."
     )
     start_limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_START_LIMIT)
+    worker = worker_field()
     allow_start_if_complete = StrictBooleanField(
         required=False,
         default=False,
@@ -73,6 +76,9 @@ class StepInput(Input):
 
     def owner_token_value(self) -> bytes | None:
         return carried_owner_token(self.validated_data)
+
+    def worker_value(self) -> WorkerIdentity | None:
+        return worker_value(self.validated_data)
 
     def to_domain(self) -> tuple[str, str | None, int | None, bool]:
         data = self.validated_data
@@ -171,6 +177,14 @@ class StepOutput(Output):
         help_text=(
             "The step's last runtime write (transition, chunk commit). A recovery "
             "moves `updated_at`, never this."
+        ),
+    )
+    worker = StepWorkerOutput(
+        allow_null=True,
+        help_text=(
+            "Who created the step (decision 310; a partition worker's step runs elsewhere "
+            "than its execution's owner); null when the runtime said nothing. The runtime "
+            "user is the execution's (`worker.user` of the execution)."
         ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
