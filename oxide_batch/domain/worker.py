@@ -16,6 +16,7 @@ from typing import Any
 
 from oxide_batch.domain.names import NameKind, validate_new_name
 
+MEMBERS = ("host", "pid", "name", "client")
 #: A process id fits PostgreSQL's integer (Linux's pid_max is at most 2^22).
 MAX_PID = 2**31 - 1
 
@@ -66,10 +67,15 @@ class WorkerIdentity:
     def from_row(cls, row: Any, prefix: str = "") -> WorkerIdentity | None:
         """The identity of a row holding the columns (read back as stored:
         no validation, a row is what it is); ``None`` when none is recorded."""
-        values = {
-            member: row.get(f"{prefix}worker_{member}")
-            for member in ("host", "pid", "name", "client")
-        }
+        return cls._stored({member: row.get(f"{prefix}worker_{member}") for member in MEMBERS})
+
+    @classmethod
+    def from_data(cls, data: Any) -> WorkerIdentity | None:
+        """The identity of an answer's ``worker`` member (``{host, pid, …}``)."""
+        return None if data is None else cls._stored({m: data.get(m) for m in MEMBERS})
+
+    @classmethod
+    def _stored(cls, values: dict[str, Any]) -> WorkerIdentity | None:
         if all(value is None for value in values.values()):
             return None
         identity = object.__new__(cls)

@@ -56,6 +56,7 @@ from oxide_batch.admin.pages.common import (
 )
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import granted_ttl, unresolved_lost_write
+from oxide_batch.domain.names import escape_invisible
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.selectors import console, pages
 from oxide_batch.selectors.failures import FAILED_WITHIN
@@ -174,8 +175,8 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
     )
     search_fields = ("job_name",)
     search_help_text = (
-        "An execution id, an exact job name, or name=value for a visible parameter "
-        "(e.g. business_date=2026-11-30)."
+        "An execution id, an exact job name, name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30), host:NAME or worker:NAME for who ran it."
     )
     instance_field = "job_instance_id"
     ordering = ("-created_at", "-id")
@@ -196,6 +197,16 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         "audit",
         "operator_actions",
     )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        """``host:NAME`` and ``worker:NAME`` search who ran it (decision 311);
+        any other term as :class:`SearchByIdOrName` reads it."""
+        found = console.worker_search(queryset, search_term.strip())
+        if found is not None:
+            return found, False
+        return super().get_search_results(request, queryset, search_term)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """The exit code only when it says more than the status (not the
@@ -254,9 +265,11 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         if getattr(obj, "owner_recorded", False):
             parts.append(
                 format_html(
-                    '<span class="ob-badge ob-muted">{}</span> {}',
+                    '<span class="ob-badge ob-muted">{}</span> {}{}',
                     "owner",
                     getattr(obj, "owner_name", None) or "",
+                    # The host it runs on (decision 311): the list is searched by it.
+                    f" on {escape_invisible(obj.worker_host)}" if obj.worker_host else "",
                 )
             )
         if obj.stop_requested_at is not None:

@@ -12,6 +12,7 @@ from django.core.management.base import CommandParser
 
 from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.worker import WorkerIdentity, describe_worker
 from oxide_batch.management.commands._cli import OxideCommand
 from oxide_batch.management.commands._operator import (
     execution_json,
@@ -36,7 +37,10 @@ class Command(OxideCommand):
         # The proposal first: it validates the id (and answers not found).
         proposal = service().propose(options["execution_id"])
         view = execution_view(options["execution_id"])
-        return {"execution": execution_json(view), "proposal": proposal_json(proposal)}
+        return {
+            "execution": execution_json(view, proposal.evidence.owner_user),
+            "proposal": proposal_json(proposal),
+        }
 
     def render(self, document: dict[str, Any]) -> None:
         execution, proposal = document["execution"], document["proposal"]
@@ -44,6 +48,9 @@ class Command(OxideCommand):
             f"execution {execution['id']} of {execution['job_name']} attempt "
             f"{execution['attempt']}: {execution['status']} (version {execution['version']})"
         )
+        owner = describe_worker_json(execution["worker"])
+        if owner is not None:
+            self.stdout.write(f"owner: {owner}")
         inactive = span(proposal["inactive_seconds"])
         self.stdout.write(f"last activity: {proposal['last_activity_at']} ({inactive} ago)")
         self.stdout.write(f"recovery: {verdict(execution, proposal)}")
@@ -53,6 +60,13 @@ class Command(OxideCommand):
             self.stdout.write(f"{label}: {command}")
         self.stdout.write(f"evidence digest: {proposal['evidence_digest']}")
         self.stdout.write(json.dumps(proposal["evidence"], indent=2))
+
+
+def describe_worker_json(worker: dict[str, Any] | None) -> str | None:
+    """The ``worker`` member as one line (decision 310), or ``None``."""
+    if worker is None:
+        return None
+    return describe_worker(WorkerIdentity.from_data(worker), worker.get("user"))
 
 
 def span(seconds: int) -> str:
