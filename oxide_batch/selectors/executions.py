@@ -218,3 +218,13 @@ def instance_execution_views(job_instance_id: int) -> list[ExecutionView]:
     unknown instance has none)."""
     rows = views(models.JobExecution.objects.filter(job_instance_id=job_instance_id))
     return [execution_view_from_row(row) for row in rows.order_by("attempt")]
+
+
+def job_name_of_execution(execution_id: int) -> str:
+    """The job name of an execution (one query; empty when it is gone)."""
+    name = (
+        models.JobExecution.objects.filter(pk=execution_id)
+        .values_list("job_name", flat=True)
+        .first()
+    )
+    return name or ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.fields import (
@@ -16,6 +17,7 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
+from oxide_batch.api.logs import execution_logs
 from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, at, identifier, name
 from oxide_batch.api.serializers.worker import WorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import FailureSummary
@@ -157,6 +159,17 @@ class CountsOutput(Output):
 class FailureOutput(Output):
     category = EnumField(FailureCategory)
     failure_id = serializers.IntegerField()
+    logs_url = serializers.SerializerMethodField(
+        help_text=(
+            "Open the logs: OXIDE_BATCH_FAILURE_URL_TEMPLATE filled in with this failure's "
+            "id, execution, job, step, host and times (decision 316); null without a template."
+        ),
+    )
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_logs_url(self, failure: Any) -> str | None:
+        # Filled in by the execution's or the step's answer, which knows the row.
+        return None
 
 
 class DefinitionRefOutput(Output):
@@ -291,6 +304,12 @@ class ExecutionOutput(Output):
         ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        if data.get("failure") is not None:
+            data["failure"]["logs_url"] = execution_logs(instance)(data["failure"]["failure_id"])
+        return data
 
 
 class ExecutionWriteOutput(ExecutionOutput):

@@ -14,6 +14,7 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
+from oxide_batch.api.logs import step_logs
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
@@ -188,6 +189,12 @@ class StepOutput(Output):
         ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        if data.get("failure") is not None:
+            data["failure"]["logs_url"] = step_logs(instance)(data["failure"]["failure_id"])
+        return data
 
 
 class StepCreatedOutput(StepOutput):

@@ -12,6 +12,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.failures import failure_url
 from oxide_batch.domain.worker import worker_data
 from oxide_batch.selectors.executions import execution_view
 from oxide_batch.services import bootstrap
@@ -56,7 +57,20 @@ def execution_json(view: ExecutionView, owner_user: str | None = None) -> dict[s
         "ended_at": instant(core.ended_at),
         "updated_at": instant(core.updated_at),
         "failure": (
-            {"category": core.failure.category.value, "failure_id": core.failure.failure_id}
+            {
+                "category": core.failure.category.value,
+                "failure_id": core.failure.failure_id,
+                # "Open the logs" (decision 316), as the API's failure object says it.
+                "logs_url": failure_url(
+                    batch_settings.FAILURE_URL_TEMPLATE,
+                    failure_id=core.failure.failure_id,
+                    execution_id=core.id,
+                    job_name=core.job_name,
+                    host=None if view.worker is None else view.worker.host,
+                    started_at=core.started_at,
+                    ended_at=core.ended_at,
+                ),
+            }
             if core.failure
             else None
         ),

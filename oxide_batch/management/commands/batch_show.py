@@ -51,6 +51,13 @@ class Command(OxideCommand):
         owner = describe_worker_json(execution["worker"])
         if owner is not None:
             self.stdout.write(f"owner: {owner}")
+        failure = execution["failure"]
+        if failure is not None:
+            self.stdout.write(
+                f"failure: {failure['category']} (failure id {failure['failure_id']})"
+            )
+            if failure["logs_url"]:
+                self.stdout.write(f"logs: {failure['logs_url']}")
         inactive = span(proposal["inactive_seconds"])
         self.stdout.write(f"last activity: {proposal['last_activity_at']} ({inactive} ago)")
         self.stdout.write(f"recovery: {verdict(execution, proposal)}")
