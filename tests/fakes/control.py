@@ -162,6 +162,7 @@ class ControlOperations(UnitOfWorkBase):
             attempt=execution.attempt,
             version=execution.version,
             owner_recorded=row.owner_token is not None,
+            owner=row.worker,
             failure_category=None if failure is None else failure.category,
             last_activity_at=row.last_activity_at,
             last_observed_at=row.last_observed_at,
