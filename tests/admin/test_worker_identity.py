@@ -22,7 +22,7 @@ from oxide_batch.domain import BatchStatus
 from oxide_batch.domain.failures import rfc3339
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors.console import worker_search
-from tests.helpers import key
+from tests.helpers import key, move
 
 pytestmark = pytest.mark.django_db
 S = BatchStatus
@@ -188,3 +188,27 @@ def test_the_host_and_worker_searches_read_their_partial_indexes(repo, clock):
         plan = found[:100].explain()
         assert index in plan, plan
         assert "Seq Scan on ob_job_execution" not in plan, plan
+
+
+def test_the_failed_list_shows_the_host_and_the_log_link_in_constant_queries(
+    admin_client, demo, more_rows, repo
+):
+    billing = _billing()
+    query = {"status__exact": "FAILED"}
+    with override_settings(OXIDE_BATCH_FAILURE_URL_TEMPLATE=TEMPLATE):
+        _rows(admin_client, query)  # warm the process-wide caches
+        rows, queries = _rows(admin_client, query)
+        row = rows.split(f">{billing.pk}</a>", 1)[1].split("</tr>", 1)[0]
+        assert "on worker-3" in row
+        assert "Open the logs</a>" in row
+        assert "host=worker-3" in row
+        more_rows(3)
+        with repo.begin() as uow:
+            failed = uow.launch_job_execution(
+                key(job="more_failed"), bytes(16), worker=WorkerIdentity(host="worker-4")
+            ).execution
+            uow.commit()
+        move(repo, failed, S.FAILED)
+        more, again = _rows(admin_client, query)
+        assert again == queries
+        assert more.count("Open the logs</a>") == rows.count("Open the logs</a>") + 1

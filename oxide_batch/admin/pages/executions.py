@@ -35,9 +35,11 @@ from oxide_batch.admin.display import (
     badge,
     duration,
     execution_failure,
+    execution_place,
     fate,
     human_short,
     inactivity,
+    logs_url,
     parameters,
     when,
     when_short,
@@ -147,6 +149,20 @@ def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
             query[TriageFilter.parameter_name] = value
         links.append({"url": f"?{query.urlencode()}", "label": label, "selected": current == value})
     return links
+
+
+def _logs_link(obj: Any) -> SafeString | None:
+    """ "Open the logs" of a failure the runtime logged (decision 316), from
+    the row's own columns (no query); ``None`` without a template, a failure,
+    or for a failure a recovery decision wrote (no log holds its id)."""
+    if not obj.failure_id or obj.recovery_decision_id is not None:
+        return None
+    url = logs_url(
+        obj.failure_id, execution_id=obj.pk, job_name=obj.job_name, place=execution_place(obj)
+    )
+    if url is None:
+        return None
+    return format_html('<a href="{}" rel="noopener" class="ob-logs">{}</a>', url, "Open the logs")
 
 
 @admin.register(models.JobExecution)
@@ -282,6 +298,9 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
             )
         if obj.failed_at is not None:
             parts.append(fate(obj, now, compact=True))
+        logs = _logs_link(obj)
+        if logs is not None:
+            parts.append(logs)
         if unresolved_lost_write(obj.lost_write, obj.lost_write_resolution):
             # contract §2.5.14: nothing restarts it until a person resolves it.
             parts.append(format_html('<span class="ob-badge ob-warn">{}</span>', "LOST WRITE"))
