@@ -65,7 +65,10 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
         "ended_at": format_instant(execution.ended_at),
         "updated_at": format_instant(execution.updated_at),
         "counts": counts_data(execution.counts),
-        "failure": failure_data(execution.failure, execution_logs(record)),
+        # The link's module only for a failure: the hot answers have none.
+        "failure": None
+        if execution.failure is None
+        else failure_data(execution.failure, execution_logs(record)),
         "version": execution.version,
         "stop_requested": extras.stop_requested,
         "stop_requested_at": format_instant(extras.stop_requested_at),
@@ -147,7 +150,7 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "ended_at": format_instant(step.ended_at),
         "updated_at": format_instant(step.updated_at),
         "counts": counts_data(step.counts),
-        "failure": failure_data(step.failure, step_logs(step)),
+        "failure": None if step.failure is None else failure_data(step.failure, step_logs(step)),
         "version": step.version,
         "last_activity_at": format_instant(step.activity_at),
         "worker": step_worker_data(step.worker),
