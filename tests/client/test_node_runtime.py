@@ -116,7 +116,7 @@ def test_the_node_runtime_fails_restarts_at_its_checkpoint_and_completes(
     for attempt in (first, second):
         assert attempt.worker_host == socket.gethostname()[:255]
         assert attempt.worker_pid is not None
-        assert attempt.worker_client.startswith("node-example ")
+        assert (attempt.worker_client or "").startswith("node-example ")
 
     (failed_step,) = models.StepExecution.objects.filter(job_execution=first)
     (done_step,) = models.StepExecution.objects.filter(job_execution=second)

@@ -154,7 +154,7 @@ def test_a_killed_worker_is_failed_by_the_watchdog_and_its_restart_resumes_exact
     decision = the_watchdogs_decision(killed)
     # Who the owner was (decisions 310, 314): the killed process itself, as the
     # client said by default — this machine's host name, that process's pid.
-    assert decision.evidence["owner"] == {
+    assert (decision.evidence or {})["owner"] == {
         "host": socket.gethostname(),
         "pid": first.pid,
         "name": None,
@@ -162,7 +162,8 @@ def test_a_killed_worker_is_failed_by_the_watchdog_and_its_restart_resumes_exact
         "user": "importer",
     }
     assert (
-        f"importer on {socket.gethostname()}, pid {first.pid}" in (decision.evidence["owner_text"])
+        f"importer on {socket.gethostname()}, pid {first.pid}"
+        in ((decision.evidence or {})["owner_text"])
     )
     row = models.JobExecution.objects.get(pk=killed)
     assert (row.worker_host, row.worker_pid) == (socket.gethostname(), first.pid)

@@ -91,14 +91,14 @@ def test_a_pass_fails_an_owned_execution_whose_lease_expired_as_an_audited_recov
     )
     assert len(decision.resolved_step_ids) == 2  # the steps are resolved, the worker fenced
     # What the watchdog decided on names the owner (decision 314).
-    assert decision.evidence["owner"] == {
+    assert (decision.evidence or {})["owner"] == {
         "host": "worker-3",
         "pid": 4122,
         "name": None,
         "client": "oxide-batch 0.6.0",
         "user": None,
     }
-    assert decision.evidence["owner_text"] == (
+    assert (decision.evidence or {})["owner_text"] == (
         "an unknown user on worker-3, pid 4122, oxide-batch 0.6.0"
     )
     row = models.JobExecution.objects.get(pk=execution.id)
