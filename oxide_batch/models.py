@@ -297,6 +297,12 @@ class JobExecution(ExecutionFields):
     # The lease TTL the owner's claim was granted (contract §2.5.3): every process
     # computes the lease from it, whatever its own OXIDE_BATCH_LEASE_TTL says.
     lease_ttl = models.DurationField(null=True, blank=True)
+    # Who runs it (decision 310): what the runtime said of itself, written with
+    # the claim in the same statement; no runtime write moves them after it.
+    worker_host = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    worker_pid = models.IntegerField(null=True, blank=True)
+    worker_name = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    worker_client = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "ob_job_execution"
@@ -343,6 +349,19 @@ class JobExecution(ExecutionFields):
                 condition=UNRESOLVED_LOST_WRITE,
                 name="ob_execution_lost_write",
             ),
+            # The console's search by host and by worker name, newest first
+            # (decision 311): partial, on columns only a claim writes, so the
+            # runtime's writes stay HOT (decision 170).
+            models.Index(
+                fields=["worker_host", "-created_at"],
+                condition=Q(worker_host__isnull=False),
+                name="ob_execution_worker_host",
+            ),
+            models.Index(
+                fields=["worker_name", "-created_at"],
+                condition=Q(worker_name__isnull=False),
+                name="ob_execution_worker_name",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -377,6 +396,12 @@ class StepExecution(ExecutionFields):
     checkpoint_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     context = models.TextField(null=True, blank=True)  # noqa: DJ001
     context_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    # The worker that created it (a partition worker's step runs elsewhere than
+    # its execution's owner, decision 310); written by the step's insert only.
+    worker_host = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    worker_pid = models.IntegerField(null=True, blank=True)
+    worker_name = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    worker_client = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "ob_step_execution"

@@ -34,6 +34,7 @@
 
 import { randomBytes, randomInt } from "node:crypto";
 import { appendFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 
 const CHECKPOINT_SCHEMA = "example.offset";
@@ -115,12 +116,22 @@ function observe(answer) {
   if (control.stop_requested) throw new StopRequested("an operator asked for a stop");
 }
 
+// Who runs it (shown in the console's case file, `batch_show` and the API's
+// `worker`): this machine's host name, this process, its client.
+const worker = {
+  host: hostname().slice(0, 255),
+  pid: process.pid,
+  name: null,
+  client: `node-example ${process.versions.node}`,
+};
+
 async function run(api, options) {
   const ownerToken = randomBytes(16).toString("hex");
   const launched = await api.call("launch", {}, {
     job_name: options.job,
     identifying_parameters: { run: options.run },
     owner_token: ownerToken,
+    worker,
   });
   let execution = launched.execution;
   console.log(`execution ${execution.id}, attempt ${execution.attempt}: STARTED`);
@@ -129,6 +140,7 @@ async function run(api, options) {
     step_name: "load",
     status: "STARTED",
     owner_token: ownerToken,
+    worker,
   });
   let offset = step.checkpoint?.payload?.offset ?? 0;
   console.log(`step ${step.id}: from item ${offset}`);

@@ -3,6 +3,7 @@ status in text, times relative and absolute (UTC), durations, counts, failures."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -198,6 +199,7 @@ def failure(
     decision_id: int | None = None,
     given: bool = False,
     decided_by: str | None = None,
+    place: LogPlace | None = None,
 ) -> SafeString:
     """A redacted failure as an operator can use it: the category, what it means
     and what is usually done, and the failure id — a link to its text when
@@ -210,7 +212,8 @@ def failure(
     that recorded it instead; with an id the operator gave (``given``: a key of
     their logs) it is searched as usual, and the decision is named beside it.
     ``decided_by``, that decision's actor, says who resolved a STALE_RECOVERED
-    failure (the watchdog or an operator)."""
+    failure (the watchdog or an operator). ``place`` fills the template's
+    other fields (decision 316: the step, the host, the failed row's times)."""
     if not category or failure_id is None:
         return format_html("{}", "—")
     help_ = failure_help(category, decided_by=decided_by if decision_id is not None else None)
@@ -225,15 +228,13 @@ def failure(
             reverse("admin:oxide_batch_recoverydecision_change", args=[decision_id]),
             decision_id,
         )
-    url = failure_url(
-        batch_settings.FAILURE_URL_TEMPLATE,
-        failure_id=failure_id,
-        execution_id=execution_id,
-        job_name=job_name,
-    )
+    url = logs_url(failure_id, execution_id=execution_id, job_name=job_name, place=place)
     reference = (
         format_html(
-            '<a href="{}" rel="noopener">failure {}</a> (opens your log search)', url, failure_id
+            '<a href="{}" rel="noopener" class="ob-logs">Open the logs</a> '
+            "(failure {}, in your log search)",
+            url,
+            failure_id,
         )
         if url
         else format_html(
@@ -274,6 +275,43 @@ def recorded_by_decision(
     return recovery_decision_id if step or failed_at is not None else None
 
 
+@dataclass(frozen=True)
+class LogPlace:
+    """Where and when a failure happened, for the log link's template fields."""
+
+    step_execution_id: int | None = None
+    host: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+def logs_url(
+    failure_id: int, *, execution_id: int, job_name: str, place: LogPlace | None = None
+) -> str | None:
+    """ "Open the logs": ``OXIDE_BATCH_FAILURE_URL_TEMPLATE`` filled in (``None``
+    without one)."""
+    where = place or LogPlace()
+    return failure_url(
+        batch_settings.FAILURE_URL_TEMPLATE,
+        failure_id=failure_id,
+        execution_id=execution_id,
+        job_name=job_name,
+        step_execution_id=where.step_execution_id,
+        host=where.host,
+        started_at=where.started_at,
+        ended_at=where.ended_at,
+    )
+
+
+def execution_place(execution: Any) -> LogPlace:
+    """An execution row's host and times (its worker's host, decision 310)."""
+    return LogPlace(
+        host=getattr(execution, "worker_host", None),
+        started_at=execution.started_at,
+        ended_at=execution.ended_at,
+    )
+
+
 def execution_failure(execution: Any) -> SafeString:
     """:func:`failure` of a job execution row: the case file's line and the
     page's field alike."""
@@ -285,6 +323,7 @@ def execution_failure(execution: Any) -> SafeString:
         decision_id=recorded_by_decision(execution.recovery_decision_id, execution.failed_at),
         given=bool(getattr(execution, "failure_id_given", False)),
         decided_by=getattr(execution, "recovery_actor", None),
+        place=execution_place(execution),
     )
 
 

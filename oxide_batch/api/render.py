@@ -12,12 +12,15 @@ varied dataset and for generated values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from oxide_batch.api.logs import execution_logs, step_logs
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors.executions import ExecutionRecord
 
 
@@ -32,10 +35,18 @@ def counts_data(counts: ExecutionCounts) -> dict[str, int]:
     }
 
 
-def failure_data(failure: FailureSummary | None) -> dict[str, Any] | None:
+def failure_data(
+    failure: FailureSummary | None, link: Callable[[int], str | None] | None = None
+) -> dict[str, Any] | None:
+    """``FailureOutput``: ``logs_url`` is ``link(failure_id)`` ("Open the logs",
+    decision 316), null without a template."""
     if failure is None:
         return None
-    return {"category": failure.category.value, "failure_id": failure.failure_id}
+    return {
+        "category": failure.category.value,
+        "failure_id": failure.failure_id,
+        "logs_url": None if link is None else link(failure.failure_id),
+    }
 
 
 def execution_data(record: ExecutionRecord) -> dict[str, Any]:
@@ -54,7 +65,10 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
         "ended_at": format_instant(execution.ended_at),
         "updated_at": format_instant(execution.updated_at),
         "counts": counts_data(execution.counts),
-        "failure": failure_data(execution.failure),
+        # The link's module only for a failure: the hot answers have none.
+        "failure": None
+        if execution.failure is None
+        else failure_data(execution.failure, execution_logs(record)),
         "version": execution.version,
         "stop_requested": extras.stop_requested,
         "stop_requested_at": format_instant(extras.stop_requested_at),
@@ -68,6 +82,7 @@ def execution_data(record: ExecutionRecord) -> dict[str, Any]:
             "expires_at": format_instant(extras.lease.expires_at),
         },
         "lost_write": extras.lost_write,
+        "worker": extras.worker,
         "definition": None
         if definition is None
         else {
@@ -135,7 +150,15 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "ended_at": format_instant(step.ended_at),
         "updated_at": format_instant(step.updated_at),
         "counts": counts_data(step.counts),
-        "failure": failure_data(step.failure),
+        "failure": None if step.failure is None else failure_data(step.failure, step_logs(step)),
         "version": step.version,
         "last_activity_at": format_instant(step.activity_at),
+        "worker": step_worker_data(step.worker),
     }
+
+
+def step_worker_data(worker: WorkerIdentity | None) -> dict[str, Any] | None:
+    """``StepWorkerOutput(worker).data``: a step has no user of its own (decision 312)."""
+    if worker is None:
+        return None
+    return {"host": worker.host, "pid": worker.pid, "name": worker.name, "client": worker.client}

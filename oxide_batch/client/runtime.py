@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib import parse
 
 from oxide_batch.client.errors import ApiError
+from oxide_batch.client.identity import worker_identity
 from oxide_batch.client.jobs import JobRuns
 from oxide_batch.client.models import (
     Control,
@@ -88,6 +89,33 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     (:mod:`oxide_batch.client.transport`; ``retry_budget=0`` sends once)."""
 
     default_retry_budget = DEFAULT_RETRY_BUDGET
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        worker_name: str | None = None,
+        worker_host: str | None = None,
+        send_identity: bool = True,
+        **transport: Any,
+    ) -> None:
+        """``worker_name``: a name for this worker (``loader-2``), shown beside
+        its executions and searchable in the console; ``worker_host``: the host
+        to show instead of ``socket.gethostname()`` (a pod's or container's
+        name); ``send_identity=False`` sends none (decision 315). The rest is
+        the transport's (``timeout``, ``retry_budget`` …)."""
+        super().__init__(base_url, token, **transport)
+        self.worker_name = worker_name
+        self.worker_host = worker_host
+        self.send_identity = send_identity
+
+    def identity(self) -> dict[str, Any] | None:
+        """The ``worker`` member sent with a launch, a claim and a step's
+        creation (:func:`~oxide_batch.client.identity.worker_identity`)."""
+        if not self.send_identity:
+            return None
+        return worker_identity(host=self.worker_host, name=self.worker_name)
 
     # -- repository ------------------------------------------------------------------
 
@@ -206,6 +234,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             ),
             "owner_token": owner_token.hex(),
             "definition_digest": definition_digest,
+            "worker": self.identity(),
         }
 
         def send() -> tuple[Instance, Execution]:
@@ -350,7 +379,11 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         def send() -> Execution:
             _, document = self._post(
                 f"executions/{_id(execution)}/claim",
-                {"expected_version": expected_version, "owner_token": owner_token.hex()},
+                {
+                    "expected_version": expected_version,
+                    "owner_token": owner_token.hex(),
+                    "worker": self.identity(),
+                },
             )
             return Execution.from_json(document)
 
@@ -399,6 +432,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             "node_id": node_id,
             "start_limit": start_limit,
             "allow_start_if_complete": True if allow_start_if_complete else None,
+            "worker": self.identity(),
             **_carrying({}, owner_token),
         }
 
@@ -433,6 +467,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
             "start_limit": start_limit,
             "allow_start_if_complete": True if allow_start_if_complete else None,
             "status": BatchStatus.STARTED.value,
+            "worker": self.identity(),
             **_carrying({}, owner_token),
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime, timedelta
 
 from oxide_batch.domain import (
@@ -17,6 +18,7 @@ from oxide_batch.domain import (
 )
 from oxide_batch.domain.errors import NotRestartable
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 
 S = BatchStatus
@@ -41,6 +43,16 @@ class Workload:
         with self.repo.begin() as uow:
             instance = uow.select_or_create_job_instance(key).instance
             execution = uow.create_job_execution(instance.id)
+            uow.commit()
+        return execution
+
+    def claim(self, execution: JobExecution, worker: WorkerIdentity) -> JobExecution:
+        """Claim a STARTING execution for a fresh token, recording ``worker``
+        (decision 310: who runs it, as a runtime's claim does)."""
+        with self.repo.begin() as uow:
+            uow.claim_execution_owner(
+                execution.id, execution.version, secrets.token_bytes(16), worker=worker
+            )
             uow.commit()
         return execution
 

@@ -76,6 +76,7 @@ from oxide_batch.domain.names import OWNER_TOKEN_BYTES
 from oxide_batch.domain.recovery import RecoveryDisposition, validate_recoverable
 from oxide_batch.domain.state import EnvelopeKind, StoredStateCorrupt, load_stored
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity, describe_worker, worker_data
 
 S = BatchStatus
 EVIDENCE_DIGEST_VERSION = "oxide-batch.recovery-evidence.v1"
@@ -202,6 +203,8 @@ class ExecutionView:
     # The lease TTL the owner's claim was granted (contract §2.5.3: one fact for
     # every process); ``None`` for a claim recorded before it was kept.
     lease_ttl: timedelta | None = None
+    # What the runtime said of itself with its claim (decision 310).
+    worker: WorkerIdentity | None = None
 
     @property
     def activity_at(self) -> datetime:
@@ -394,6 +397,10 @@ class RecoveryEvidence:
     lost_write: bool = False
     # The lease TTL the owner's claim was granted (not digested: fixed at the claim).
     lease_ttl: timedelta | None = None
+    # Who the owner is (decision 314): its worker identity and runtime user, fixed
+    # at the claim like the TTL, so not digested; kept with a decision's evidence.
+    owner: WorkerIdentity | None = None
+    owner_user: str | None = None
 
     @property
     def unknown_commit(self) -> bool:
@@ -493,10 +500,13 @@ class RecoveryProposal:
         """What a decision keeps of the evidence it was taken on, with its times
         (JSON-ready): the digest's input (``evidence``), the activity it
         combines, the rule, the inactivity and threshold at the decision, the
-        lease expiry."""
+        lease expiry, and who the owner was (decision 314: ``owner``, the
+        answers' ``worker`` shape, and ``owner_text``, the line an operator read)."""
         evidence = self.evidence
         return {
             "evidence": evidence.encoded(),
+            "owner": worker_data(evidence.owner, evidence.owner_user),
+            "owner_text": describe_worker(evidence.owner, evidence.owner_user),
             "last_activity_at": instant_text(evidence.activity_at),
             "lease_expires_at": instant_text(self.lease_expires_at),
             "rule": self.rule,

@@ -18,6 +18,7 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity
 
 MAX_COUNT = 2**63 - 1
 UNKNOWN_EXIT_CODE = "UNKNOWN"
@@ -270,6 +271,9 @@ class StepExecution(_Execution):
     # The runtime's latest write to it (contract §2.5.3); ``None`` only for rows written
     # outside the repository. A recovery never moves it.
     last_activity_at: datetime | None = None
+    # Who created it (decision 310): a partition worker's step runs elsewhere
+    # than its execution's owner; ``None`` when the runtime said nothing.
+    worker: WorkerIdentity | None = None
 
     @property
     def activity_at(self) -> datetime:

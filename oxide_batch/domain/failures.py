@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
 from oxide_batch.domain.status import FailureCategory
@@ -121,14 +122,29 @@ def failure_help(code: str, *, decided_by: str | None = None) -> FailureHelp | N
     return FailureHelp(meaning, found.action)
 
 
-# The placeholders a failure URL template may use (contract §5.5).
-FAILURE_URL_PLACEHOLDERS = frozenset({"failure_id", "execution_id", "job_name"})
+# The placeholders a failure URL template may use (contract §5.5; the last four
+# decision 316: the failed step, the worker's host, the failed row's times).
+FAILURE_URL_PLACEHOLDERS = frozenset(
+    {
+        "failure_id",
+        "execution_id",
+        "job_name",
+        "step_execution_id",
+        "host",
+        "started_at",
+        "ended_at",
+    }
+)
+PLACEHOLDER_LIST = (
+    "{failure_id}, {execution_id}, {job_name}, {step_execution_id}, {host}, "
+    "{started_at}, {ended_at}"
+)
 
 
 def validate_failure_url_template(template: str) -> str:
     """An ``http``/``https`` URL template whose placeholders are among
-    ``{failure_id}``, ``{execution_id}``, ``{job_name}`` (empty: no links);
-    ``ValueError`` naming what is wrong otherwise."""
+    :data:`FAILURE_URL_PLACEHOLDERS` (empty: no links); ``ValueError`` naming
+    what is wrong otherwise."""
     if not template:
         return template
     try:
@@ -145,7 +161,7 @@ def validate_failure_url_template(template: str) -> str:
         raise ValueError(
             "unknown placeholder(s) "
             + ", ".join(sorted(f"{{{name}}}" for name in unknown or {""}))
-            + "; use {failure_id}, {execution_id}, {job_name}"
+            + f"; use {PLACEHOLDER_LIST}"
         )
     if any(spec or conversion for _, spec, conversion in parsed):
         raise ValueError("placeholders take no format spec or conversion")
@@ -157,13 +173,41 @@ def validate_failure_url_template(template: str) -> str:
     return template
 
 
-def failure_url(template: str, *, failure_id: int, execution_id: int, job_name: str) -> str | None:
-    """The link to a failure's text, or ``None`` without a template. Values are
-    URL-quoted (a job name is any name character)."""
+def failure_url(
+    template: str,
+    *,
+    failure_id: int,
+    execution_id: int,
+    job_name: str,
+    step_execution_id: int | None = None,
+    host: str | None = None,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+) -> str | None:
+    """The link to a failure's text ("Open the logs"), or ``None`` without a
+    template. Every value is URL-quoted (a job name or a host is any visible
+    character); times are RFC 3339 UTC with milliseconds (``…T21:00:00.000Z``);
+    an unknown value is the empty string (decision 316)."""
     if not template:
         return None
+
+    def text(value: object) -> str:
+        return "" if value is None else quote(str(value), safe="")
+
     return template.format(
         failure_id=failure_id,
         execution_id=execution_id,
-        job_name=quote(job_name, safe=""),
+        job_name=text(job_name),
+        step_execution_id=text(step_execution_id),
+        host=text(host),
+        started_at=text(rfc3339(started_at)),
+        ended_at=text(rfc3339(ended_at)),
     )
+
+
+def rfc3339(instant: datetime | None) -> str | None:
+    """``2026-12-06T21:00:00.000Z`` (UTC, milliseconds), ``None`` for ``None``."""
+    if instant is None:
+        return None
+    utc = instant.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"

@@ -68,6 +68,10 @@ class NameKind(enum.Enum):
     REVISION = ("definition revision", 128)
     UPGRADE_KEY = ("upgrade key", 128)
     STATE_SCHEMA = ("state schema", 128)
+    # A worker's identity (decision 310): shown beside its executions and steps.
+    WORKER_HOST = ("worker host", 255)
+    WORKER_NAME = ("worker name", 128)
+    WORKER_CLIENT = ("worker client", 128)
 
     def __init__(self, label: str, max_bytes: int) -> None:
         self.label = label

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Subquery
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
@@ -37,11 +38,13 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import IdentifierKind, OperatorStringKind, validate_operator_string
 from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.facts import newest_step_write, owner_recorded_of
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
     JOB_EXECUTION_COLUMNS,
     STEP_EXECUTION_COLUMNS,
+    WORKER_COLUMNS,
     Row,
     execution_columns,
     job_execution_from_row,
@@ -65,7 +68,19 @@ EVIDENCE_COLUMNS = (
     "lost_write",
     "lost_write_resolution",
     "lease_ttl",
+    *WORKER_COLUMNS,
 )
+
+
+def claimant_name(using: str) -> Subquery:
+    """The username of the execution's claimant (``owner_user_id``: an id, not
+    a foreign key — the row outlives the account; a gone account reads NULL)."""
+    user_model = get_user_model()
+    return Subquery(
+        user_model.objects.using(using)
+        .filter(pk=OuterRef("owner_user_id"))
+        .values(user_model.USERNAME_FIELD)[:1]
+    )
 
 
 def recorded_token(row: Row) -> bytes | None:
@@ -85,6 +100,7 @@ def execution_view_from_row(row: Row) -> ExecutionView:
         last_activity_at=row["last_activity_at"],
         newest_step_write_at=row.get("newest_step_write_at"),
         lease_ttl=row.get("lease_ttl"),
+        worker=WorkerIdentity.from_row(row),
     )
 
 
@@ -108,6 +124,7 @@ def _evidence_query(using: str) -> Any:
             latest_step_checkpoint=latest_column("checkpoint"),
             latest_step_checksum=latest_column("checkpoint_checksum"),
             newest_step_write_at=newest_step_write(using),
+            owner_name=claimant_name(using),
             completed_partition=Exists(
                 models.StepPartition.objects.using(using).filter(
                     step_execution__job_execution_id=OuterRef("pk"),
@@ -129,6 +146,7 @@ def _evidence_query(using: str) -> Any:
             "newest_step_write_at",
             "completed_partition",
             "committed_flow_decision",
+            "owner_name",
         )
     )
 
@@ -168,6 +186,8 @@ def evidence_from_row(row: Row) -> RecoveryEvidence:
         # Resolved by an operator: no longer a marker (contract §2.5.14).
         lost_write=unresolved_lost_write(row["lost_write"], row["lost_write_resolution"]),
         lease_ttl=row["lease_ttl"],
+        owner=WorkerIdentity.from_row(row),
+        owner_user=row["owner_name"],
     )
 
 
@@ -213,7 +233,12 @@ class ControlOperations(UnitOfWorkBase):
 
     @operation
     def claim_execution_owner(
-        self, job_execution_id: int, expected_version: int, owner_token: bytes
+        self,
+        job_execution_id: int,
+        expected_version: int,
+        owner_token: bytes,
+        *,
+        worker: WorkerIdentity | None = None,
     ) -> ExecutionView:
         """Record the runtime's 16-byte owner token, and the runtime user of this
         unit of work as the claimant (contract §2.5.2: from then on only that user's
@@ -224,7 +249,8 @@ class ControlOperations(UnitOfWorkBase):
         unless STARTING; ``ExecutionOwned`` when another token is recorded. The
         same token again is idempotent (nothing written). The version is checked,
         not bumped; a claim is not activity. A token that is not 16 bytes →
-        ``InvalidCharacters`` (before any query).
+        ``InvalidCharacters`` (before any query). ``worker`` (decision 310) is
+        recorded by the claim's own write; an idempotent repeat keeps the first.
         """
         token = validate_owner_token(owner_token)
         pk = self._id(JOB_EXECUTION, job_execution_id)
@@ -240,6 +266,8 @@ class ControlOperations(UnitOfWorkBase):
                 "owner_token": token,
                 "owner_user_id": self._runtime_user_id,
                 "lease_ttl": batch_settings.LEASE_TTL,
+                # Who the owner is (decision 310): the same write, no other statement.
+                **(worker or WorkerIdentity()).columns(),
             }
             self._update(models.JobExecution, pk, written)
             row.update(written)

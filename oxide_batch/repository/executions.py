@@ -47,6 +47,7 @@ from oxide_batch.domain.recovery import (
     resolved_step,
 )
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.facts import newest_step_write
 from oxide_batch.repository.control import RECOVERY_EXECUTION_COLUMNS, execution_view_from_row
 from oxide_batch.repository.definitions import DefinitionOperations
@@ -141,6 +142,7 @@ class ExecutionOperations(DefinitionOperations):
         owner_token: bytes,
         *,
         definition_digest: str | None = None,
+        worker: WorkerIdentity | None = None,
     ) -> Launch:
         """contract §4.2 "Fewer round trips": select or create the instance of
         ``key``, create its next attempt, claim it for ``owner_token`` and this
@@ -158,10 +160,13 @@ class ExecutionOperations(DefinitionOperations):
         back too. Statements: the instance's insert-on-conflict (plus its read
         when it exists), the instance lock, the latest attempt, the built-in
         definition's id for a first attempt without a digest, the insert: 5.
+        ``worker`` (decision 310) is stored with the owner, by the same insert.
         """
         token = validate_owner_token(owner_token)
         selection = self.select_or_create_job_instance(key)
-        launched = self._new_attempt(selection.instance.id, definition_digest, owner_token=token)
+        launched = self._new_attempt(
+            selection.instance.id, definition_digest, owner_token=token, worker=worker
+        )
         # Created, claimed and started: what the separate requests record (the
         # claim says nothing of its own), the attempt as inserted STARTING.
         self._record(
@@ -172,10 +177,16 @@ class ExecutionOperations(DefinitionOperations):
         return Launch(selection=selection, execution=launched)
 
     def _new_attempt(
-        self, pk: int, definition_digest: str | None, *, owner_token: bytes | None = None
+        self,
+        pk: int,
+        definition_digest: str | None,
+        *,
+        owner_token: bytes | None = None,
+        worker: WorkerIdentity | None = None,
     ) -> JobExecution:
         """Insert the instance's next attempt (STARTING, version 0); with
-        ``owner_token`` already claimed and STARTED (version 1)."""
+        ``owner_token`` already claimed and STARTED (version 1), the worker's
+        identity recorded with the owner."""
         instance = self._lock_row(models.JobInstance, pk, ("id", "job_name"))
         if instance is None:
             raise JobInstanceNotFound(id=pk)
@@ -210,6 +221,7 @@ class ExecutionOperations(DefinitionOperations):
                 "owner_user_id": self._runtime_user_id,
                 # The lease granted (contract §2.5.3): one fact for every process.
                 "lease_ttl": batch_settings.LEASE_TTL,
+                **(worker or WorkerIdentity()).columns(),
             }
         row = models.JobExecution.objects.using(self._using).create(
             job_instance_id=pk,

@@ -48,6 +48,7 @@ from oxide_batch.domain.flow import (
 )
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_name, validate_new_name
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.plans import (
     node_allows_start_if_complete,
     node_start_limit,
@@ -143,6 +144,7 @@ class FlowOperations(StepOperations):
         *,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         """A STARTING step (version 0) for plan node ``node_id``, under its start limit;
         ``started``: STARTED at once (version 1, :meth:`create_step_execution`).
@@ -200,7 +202,9 @@ class FlowOperations(StepOperations):
         if restart and newest and newest[0]["job_execution_id"] != parent_id:
             allow = node_allows_start_if_complete(parent, node, allow_start_if_complete)
             source = self._takeover(step_name, newest[0], allow)
-        return self._insert_step(parent_id, parent, step_name, node, source, started=started)
+        return self._insert_step(
+            parent_id, parent, step_name, node, source, started=started, worker=worker
+        )
 
     def _lock_instance_of(self, job_execution_id: int) -> int:
         """Lock the instance of a job execution (``FOR NO KEY UPDATE``); its id."""

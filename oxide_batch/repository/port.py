@@ -57,6 +57,7 @@ from oxide_batch.domain.retention import (
     RetentionRecordDraft,
 )
 from oxide_batch.domain.state import StateEnvelope
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.clock import Clock
 
 if TYPE_CHECKING:
@@ -133,7 +134,12 @@ class Executions(Protocol):
     ) -> JobExecution: ...
     @mutation(events.InstanceCreated, events.ExecutionLaunched, events.ExecutionTransitioned)
     def launch_job_execution(
-        self, key: JobInstanceKey, owner_token: bytes, *, definition_digest: str | None = None
+        self,
+        key: JobInstanceKey,
+        owner_token: bytes,
+        *,
+        definition_digest: str | None = None,
+        worker: WorkerIdentity | None = None,
     ) -> Launch: ...
     @read
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
@@ -178,7 +184,12 @@ class Control(Protocol):
     ) -> StopResult: ...
     @mutation(events.ExecutionClaimed)
     def claim_execution_owner(
-        self, job_execution_id: int, expected_version: int, owner_token: bytes
+        self,
+        job_execution_id: int,
+        expected_version: int,
+        owner_token: bytes,
+        *,
+        worker: WorkerIdentity | None = None,
     ) -> ExecutionView: ...
     @mutation(events.ControlObserved, events.ExecutionTransitioned)
     def observe_execution_control(
@@ -230,6 +241,7 @@ class Steps(Protocol):
         node_id: str | None = None,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution: ...
     @read
     def get_step_execution(self, step_execution_id: int) -> StepExecution: ...
@@ -291,6 +303,7 @@ class Flow(Protocol):
         *,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution: ...
     @read
     def latest_flow_step(self, job_instance_id: int, node_id: str) -> StepExecution | None: ...

@@ -21,8 +21,12 @@ from oxide_batch.domain.execution import (
 from oxide_batch.domain.parameters import JobInstanceKey, JobParameter, ParameterType
 from oxide_batch.domain.recovery import RecoveryDecision
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity
 
 Row = Mapping[str, Any]
+
+#: The worker identity's columns (decision 310), on executions and steps alike.
+WORKER_COLUMNS = ("worker_host", "worker_pid", "worker_name", "worker_client")
 
 METADATA_COLUMNS = (
     "id",
@@ -68,6 +72,8 @@ CONTROL_COLUMNS = (
     "lost_write_resolution",
     # The lease TTL the claim was granted (contract §2.5.3).
     "lease_ttl",
+    # Who runs it (decision 310), written with the claim.
+    *WORKER_COLUMNS,
 )
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
@@ -77,6 +83,7 @@ STEP_EXECUTION_COLUMNS = (
     "node_id",
     "recovery_decision_id",
     "last_activity_at",
+    *WORKER_COLUMNS,
 )
 INSTANCE_COLUMNS = ("id", "job_name", "identifying_parameters", "created_at")
 DECISION_COLUMNS = (
@@ -179,6 +186,7 @@ def step_execution_from_row(row: Row) -> StepExecution:
         node_id=row["node_id"],
         recovery_decision_id=row["recovery_decision_id"],
         last_activity_at=row.get("last_activity_at"),
+        worker=WorkerIdentity.from_row(row),
     )
 
 

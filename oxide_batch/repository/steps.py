@@ -41,6 +41,7 @@ from oxide_batch.domain.state import (
     load_stored,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.plans import hold_to_declared_start_limit
 from oxide_batch.repository.records import (
     STEP_EXECUTION_COLUMNS,
@@ -101,6 +102,7 @@ class StepOperations(UnitOfWorkBase):
         node_id: str | None = None,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         """A STARTING step (version 0) under a STARTING or STARTED job execution;
         with ``started`` (contract §4.2) it is inserted STARTED instead — the table's
@@ -126,6 +128,8 @@ class StepOperations(UnitOfWorkBase):
         state but no mapping → ``InvalidDefinitionUpgrade``; a mapped source step
         without a row → ``RestartStateNotFound``. A checkpoint or context to take
         over that does not verify → ``FaultStateCorrupt`` and no step is created.
+        ``worker`` (decision 310: who runs it, a partition worker's step above
+        all) is written by the step's insert.
         """
         validate_new_name(step_name, NameKind.STEP)
         node = validate_new_name(node_id if node_id is not None else step_name, NameKind.NODE)
@@ -136,7 +140,9 @@ class StepOperations(UnitOfWorkBase):
         if parent["restart_of_id"] is not None:
             source = self._restart_source(parent_id, parent, step_name)
             source = self._takeover(step_name, source, allow_start_if_complete)
-        return self._insert_step(parent_id, parent, step_name, node, source, started=started)
+        return self._insert_step(
+            parent_id, parent, step_name, node, source, started=started, worker=worker
+        )
 
     def _lock_step_parent(self, parent_id: int) -> dict[str, Any]:
         """Lock the job execution a step is created under: its claimant must be
@@ -238,6 +244,7 @@ class StepOperations(UnitOfWorkBase):
         source: dict[str, Any] | None,
         *,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         """Insert a STARTING step (STARTED at version 1 when ``started``),
         taking over ``source``'s counts and state.
@@ -268,6 +275,7 @@ class StepOperations(UnitOfWorkBase):
                 **metadata_columns(metadata, version, now),
                 "last_activity_at": now,
                 **state,
+                **(worker.columns() if worker is not None else {}),
             },
         )
         if new_id is None:
@@ -282,6 +290,7 @@ class StepOperations(UnitOfWorkBase):
             step_name=step_name,
             node_id=node,
             last_activity_at=now,
+            worker=worker if worker is not None and worker.known else None,
         )
         self._created_steps[new_id] = StepState(step, checkpoint, context)
         self._record(events.StepCreated(step=step, actor=self._actor))

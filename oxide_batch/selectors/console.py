@@ -162,3 +162,19 @@ def unfinished_steps(execution_ids: Collection[int]) -> dict[int, tuple[list[dic
         shown.append(step)
         steps[step["job_execution_id"]] = (shown, step["total"])
     return steps
+
+
+#: The console's search prefixes for who runs an execution (decision 311).
+WORKER_SEARCH = {"host:": "worker_host", "worker:": "worker_name"}
+
+
+def worker_search(queryset: QuerySet[Any], term: str) -> QuerySet[Any] | None:
+    """``host:worker-3`` / ``worker:loader-2`` → the executions run on that
+    host / by that worker name (exact, on the partial indexes
+    ``ob_execution_worker_host`` / ``ob_execution_worker_name``, newest first
+    as the list orders); ``None`` for any other term."""
+    for prefix, column in WORKER_SEARCH.items():
+        if term.startswith(prefix):
+            value = term.removeprefix(prefix).strip()
+            return queryset.filter(**{column: value}) if value else queryset.none()
+    return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
@@ -27,12 +28,14 @@ from oxide_batch.domain.evidence import (
     lost_write_view,
 )
 from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.worker import WorkerIdentity, worker_data
 from oxide_batch.facts import last_activity_of, newest_step_write, owner_recorded, owner_recorded_of
-from oxide_batch.repository.control import execution_view_from_row
+from oxide_batch.repository.control import claimant_name, execution_view_from_row
 from oxide_batch.repository.port import UnitOfWork
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
     JOB_EXECUTION_COLUMNS,
+    WORKER_COLUMNS,
     Row,
     job_execution_from_row,
 )
@@ -50,6 +53,8 @@ EXTRA_COLUMNS = (
     "lost_write",
     "lost_write_resolution",
     "lease_ttl",
+    *WORKER_COLUMNS,
+    "owner_user_id",
 )
 
 
@@ -85,6 +90,8 @@ class ExecutionExtras:
     lease: LeaseRef | None = None
     # contract §2.5.14: ``{expected_version, stored_version, recorded_at, resolved_at}``.
     lost_write: dict[str, Any] | None = None
+    # Who runs it (decision 310): ``{host, pid, name, client, user}`` or ``None``.
+    worker: dict[str, Any] | None = None
 
     @property
     def stop_requested(self) -> bool:
@@ -102,8 +109,10 @@ def executions() -> QuerySet[Any, dict[str, Any]]:
     on the definition and a subquery for the newest step write); compose
     filters, then order."""
     rows: QuerySet[Any, dict[str, Any]] = models.JobExecution.objects.annotate(
-        owner_recorded=owner_recorded(), newest_step_write_at=newest_step_write()
-    ).values(*JOB_EXECUTION_COLUMNS, *EXTRA_COLUMNS)
+        owner_recorded=owner_recorded(),
+        newest_step_write_at=newest_step_write(),
+        owner_name=claimant_name(DEFAULT_DB_ALIAS),
+    ).values(*JOB_EXECUTION_COLUMNS, *EXTRA_COLUMNS, "owner_name")
     return rows
 
 
@@ -130,6 +139,7 @@ def extras_from_row(row: Row, execution: JobExecution) -> ExecutionExtras:
         definition=definition,
         lease=None if expires is None else LeaseRef(int(ttl.total_seconds()), expires),
         lost_write=lost_write_view(row.get("lost_write"), row.get("lost_write_resolution")),
+        worker=worker_data(WorkerIdentity.from_row(row), row.get("owner_name")),
     )
 
 
@@ -146,19 +156,31 @@ def execution_record(execution_id: int) -> ExecutionRecord:
     return execution_record_from_row(row)
 
 
-def with_extras(execution: JobExecution, uow: UnitOfWork | None = None) -> ExecutionRecord:
+def with_extras(
+    execution: JobExecution, uow: UnitOfWork | None = None, user: Any = None
+) -> ExecutionRecord:
     """The extras of an execution a repository call just returned: from the row
     that call locked and wrote (``uow.execution_image``) when it read them
-    there, else one query in the caller's unit of work (so it sees that write)."""
+    there, else one query in the caller's unit of work (so it sees that write).
+    ``user``: the request's, whose username the image's claimant is when it
+    claimed it (a runtime write is its claimant's); another claimant's name
+    costs the query."""
     image = uow.execution_image(execution.id) if uow is not None else None
-    row: Row | None
+    row: Row | None = None
     if image is not None:
-        row = {**image, "owner_recorded": owner_recorded_of(image)}
-    else:
+        claimant = image.get("owner_user_id")
+        if claimant is None or (user is not None and claimant == user.pk):
+            name = None if claimant is None else user.get_username()
+            row = {**image, "owner_recorded": owner_recorded_of(image), "owner_name": name}
+    if row is None:
         row = (
             models.JobExecution.objects.filter(pk=execution.id)
-            .annotate(owner_recorded=owner_recorded(), newest_step_write_at=newest_step_write())
-            .values(*EXTRA_COLUMNS)
+            .annotate(
+                owner_recorded=owner_recorded(),
+                newest_step_write_at=newest_step_write(),
+                owner_name=claimant_name(DEFAULT_DB_ALIAS),
+            )
+            .values(*EXTRA_COLUMNS, "owner_name")
             .first()
         )
     if row is None:
@@ -196,3 +218,13 @@ def instance_execution_views(job_instance_id: int) -> list[ExecutionView]:
     unknown instance has none)."""
     rows = views(models.JobExecution.objects.filter(job_instance_id=job_instance_id))
     return [execution_view_from_row(row) for row in rows.order_by("attempt")]
+
+
+def job_name_of_execution(execution_id: int) -> str:
+    """The job name of an execution (one query; empty when it is gone)."""
+    name = (
+        models.JobExecution.objects.filter(pk=execution_id)
+        .values_list("job_name", flat=True)
+        .first()
+    )
+    return name or ""

@@ -45,8 +45,10 @@ MIGRATIONS = APP + "migrations" + os.sep
 # files to each, on purpose: a move that ends an execution writes its
 # notification event in its own transaction (repository/outbox.py, one of the
 # path to SQL, and the event's rules in domain/notifications.py; decision 240).
-RECOVER = (37, 14)
-TRANSITION = (39, 9)
+# Issue 40 added one to each: the worker's identity (domain/worker.py), read
+# with the row and shown in the answer and the decision's evidence (decision 310).
+RECOVER = (38, 14)
+TRANSITION = (40, 9)
 
 
 def _module(frame: FrameType) -> str | None:

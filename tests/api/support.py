@@ -49,6 +49,7 @@ EXECUTION_KEYS = {
     "definition",
     "lease",
     "lost_write",
+    "worker",
 }
 STEP_KEYS = {
     "id",
@@ -66,6 +67,7 @@ STEP_KEYS = {
     "failure",
     "version",
     "last_activity_at",
+    "worker",
 }
 PARTITION_KEYS = {
     "id",

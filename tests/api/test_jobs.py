@@ -451,7 +451,7 @@ def test_a_runtime_cannot_leave_unknown_nor_abandon(rt: Runtime) -> None:
         "UNKNOWN",
         failure={"category": "UNKNOWN_COMMIT", "failure_id": 3},
     )
-    assert unknown["failure"] == {"category": "UNKNOWN_COMMIT", "failure_id": 3}
+    assert unknown["failure"] == {"category": "UNKNOWN_COMMIT", "failure_id": 3, "logs_url": None}
     path = f"executions/{execution['id']}/transition"
     body = problem(
         rt.post(path, {"expected_version": 2, "status": "FAILED", "failure": FAILURE}),

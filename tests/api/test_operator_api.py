@@ -317,6 +317,7 @@ def test_recover_with_a_given_failure_and_abandon(
     assert body["execution"]["failure"] == {
         "category": "PERMANENT_INFRASTRUCTURE",
         "failure_id": 945,
+        "logs_url": None,
     }
     lost = unknown_commit(rt, "other_job")
     proposal = proposal_of(operator, lost)

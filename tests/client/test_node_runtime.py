@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -111,6 +112,11 @@ def test_the_node_runtime_fails_restarts_at_its_checkpoint_and_completes(
     assert models.JobExecution.objects.filter(job_instance=instance).count() == 2
     assert (first.attempt, first.status, first.failure_category) == (1, "FAILED", "USER_COMPONENT")
     assert (second.attempt, second.status, second.exit_code) == (2, "COMPLETED", "COMPLETED")
+    # Each launch said who ran it (decision 310): this machine, a Node process.
+    for attempt in (first, second):
+        assert attempt.worker_host == socket.gethostname()[:255]
+        assert attempt.worker_pid is not None
+        assert (attempt.worker_client or "").startswith("node-example ")
 
     (failed_step,) = models.StepExecution.objects.filter(job_execution=first)
     (done_step,) = models.StepExecution.objects.filter(job_execution=second)

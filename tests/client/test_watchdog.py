@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 
+import oxide_batch
 from oxide_batch import models
 from oxide_batch.client import RuntimeClient
 from oxide_batch.domain.status import BatchStatus
@@ -150,7 +152,23 @@ def test_a_killed_worker_is_failed_by_the_watchdog_and_its_restart_resumes_exact
     assert detection <= TTL + INTERVAL + SLACK
 
     decision = the_watchdogs_decision(killed)
+    # Who the owner was (decisions 310, 314): the killed process itself, as the
+    # client said by default — this machine's host name, that process's pid.
+    assert (decision.evidence or {})["owner"] == {
+        "host": socket.gethostname(),
+        "pid": first.pid,
+        "name": None,
+        "client": f"oxide-batch {oxide_batch.__version__}",
+        "user": "importer",
+    }
+    assert (
+        f"importer on {socket.gethostname()}, pid {first.pid}"
+        in ((decision.evidence or {})["owner_text"])
+    )
+    row = models.JobExecution.objects.get(pk=killed)
+    assert (row.worker_host, row.worker_pid) == (socket.gethostname(), first.pid)
     step = models.StepExecution.objects.get(job_execution_id=killed)
+    assert (step.worker_host, step.worker_pid) == (socket.gethostname(), first.pid)
     assert list(decision.resolved_step_ids) == [step.id]
     assert (step.status, step.failure_category) == ("FAILED", "STALE_RECOVERED")
 

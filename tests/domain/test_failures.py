@@ -3,7 +3,8 @@ and when an execution first failed."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,9 @@ def test_every_category_says_what_it_means_and_what_to_do():
         "https://logs.example.com/search?q=failure_id:{failure_id}",
         "http://sentry.internal/issues/?query={failure_id}&job={job_name}&run={execution_id}",
         "https://x.example/{failure_id}?literal={{braces}}",
+        # Decision 316's fields.
+        "https://x.example/?q={failure_id}&s={step_execution_id}&h={host}"
+        "&from={started_at}&to={ended_at}",
     ],
 )
 def test_accepted_templates(template):
@@ -43,6 +47,8 @@ def test_accepted_templates(template):
     ("template", "says"),
     [
         ("https://x.example/{nope}", "unknown placeholder"),
+        ("https://x.example/{failure_id}&pid={pid}", "unknown placeholder(s) {pid}; use"),
+        ("https://x.example/{failure_id}&w={worker_name}", "{step_execution_id}, {host}"),
         ("https://x.example/{}", "unknown placeholder"),
         ("https://x.example/{0}", "unknown placeholder"),
         ("https://x.example/{failure_id!r}", "no format spec"),
@@ -68,6 +74,36 @@ def test_values_are_url_quoted():
     )
     assert url == "https://logs.example/?q=9006&job=nightly%20import%26x%3D%3C1%3E&e=7"
     assert failure_url("", failure_id=1, execution_id=1, job_name="j") is None
+
+
+def test_the_new_fields_are_escaped_rfc3339_utc_and_empty_when_unknown():
+    template = "https://logs.example/?q={failure_id}&s={step_execution_id}&h={host}&f={started_at}&t={ended_at}"
+    berlin = timezone(timedelta(hours=1))
+    url = failure_url(
+        template,
+        failure_id=9006,
+        execution_id=7,
+        job_name="j",
+        step_execution_id=12,
+        host="rack 1&2/b",
+        started_at=datetime(2026, 12, 6, 22, 0, 0, 123456, tzinfo=berlin),
+        ended_at=datetime(2026, 12, 6, 21, 30, tzinfo=UTC),
+    )
+    assert url == (
+        "https://logs.example/?q=9006&s=12&h=rack%201%262%2Fb"
+        "&f=2026-12-06T21%3A00%3A00.123Z&t=2026-12-06T21%3A30%3A00.000Z"
+    )
+    unknown = failure_url(template, failure_id=1, execution_id=1, job_name="j")
+    assert unknown == "https://logs.example/?q=1&s=&h=&f=&t="
+
+
+def test_the_demo_template_of_scripts_run_is_valid():
+    text = (Path(__file__).parents[2] / "scripts" / "run").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("export OXIDE_BATCH_FAILURE_URL"))
+    template = line.split("-'", 1)[1].rsplit("'}", 1)[0]
+    assert validate_failure_url_template(template) == template
+    assert "{host}" in template
+    assert "{started_at}" in template
 
 
 def test_only_what_a_policy_may_retry_or_skip_is_policy_eligible():

@@ -37,6 +37,7 @@ from oxide_batch.domain.recovery import (
     resolved_step,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 from tests.fakes.base import UnitOfWorkBase
 from tests.fakes.tables import ExecutionRow, StepStored, by_id
 
@@ -73,13 +74,21 @@ class ControlOperations(UnitOfWorkBase):
         return ResolvedLostWrite(row.execution, changed=True)
 
     def claim_execution_owner(
-        self, job_execution_id: int, expected_version: int, owner_token: bytes
+        self,
+        job_execution_id: int,
+        expected_version: int,
+        owner_token: bytes,
+        *,
+        worker: WorkerIdentity | None = None,
     ) -> ExecutionView:
         token = validate_owner_token(owner_token)
         row = self._execution(job_execution_id)
         self._check_claimant(row, token=False)
         if owner_claim_needs_write(row.execution, expected_version, row.owner_token, token):
-            row = dataclasses.replace(row, owner_token=token, owner_user_id=self._runtime_user_id)
+            known = worker if worker is not None and worker.known else None
+            row = dataclasses.replace(
+                row, owner_token=token, owner_user_id=self._runtime_user_id, worker=known
+            )
             self._put(row)
         return row.view()
 
@@ -153,6 +162,7 @@ class ControlOperations(UnitOfWorkBase):
             attempt=execution.attempt,
             version=execution.version,
             owner_recorded=row.owner_token is not None,
+            owner=row.worker,
             failure_category=None if failure is None else failure.category,
             last_activity_at=row.last_activity_at,
             last_observed_at=row.last_observed_at,

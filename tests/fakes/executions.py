@@ -28,6 +28,7 @@ from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transi
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.recovery import fenced_enrich
+from oxide_batch.domain.worker import WorkerIdentity
 from tests.fakes.base import JOB_EXECUTION
 from tests.fakes.definitions import DefinitionOperations
 from tests.fakes.tables import ExecutionRow, InstanceRow
@@ -66,15 +67,24 @@ class ExecutionOperations(DefinitionOperations):
         return self._new_attempt(job_instance_id, definition_digest)
 
     def launch_job_execution(
-        self, key: JobInstanceKey, owner_token: bytes, *, definition_digest: str | None = None
+        self,
+        key: JobInstanceKey,
+        owner_token: bytes,
+        *,
+        definition_digest: str | None = None,
+        worker: WorkerIdentity | None = None,
     ) -> Launch:
         token = validate_owner_token(owner_token)
         selection = self.select_or_create_job_instance(key)
-        execution = self._new_attempt(selection.instance.id, definition_digest, token)
+        execution = self._new_attempt(selection.instance.id, definition_digest, token, worker)
         return Launch(selection=selection, execution=execution)
 
     def _new_attempt(
-        self, job_instance_id: int, digest: str | None, owner_token: bytes | None = None
+        self,
+        job_instance_id: int,
+        digest: str | None,
+        owner_token: bytes | None = None,
+        worker: WorkerIdentity | None = None,
     ) -> JobExecution:
         instance = self._instance(job_instance_id).instance
         attempts = self._executions_of(instance.id)
@@ -118,7 +128,12 @@ class ExecutionOperations(DefinitionOperations):
             upgrade_id=upgrade_id,
         )
         owner_user = self._runtime_user_id if owner_token is not None else None
-        self._put(ExecutionRow(execution, now, owner_token=owner_token, owner_user_id=owner_user))
+        known = worker if owner_token is not None and worker is not None and worker.known else None
+        self._put(
+            ExecutionRow(
+                execution, now, owner_token=owner_token, owner_user_id=owner_user, worker=known
+            )
+        )
         return execution
 
     def get_job_execution(self, job_execution_id: int) -> JobExecution:

@@ -20,6 +20,7 @@ from oxide_batch.domain.flow import (
     effective_start_limit,
 )
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
+from oxide_batch.domain.worker import WorkerIdentity
 from tests.fakes.definitions import flow_plan
 from tests.fakes.steps import StepOperations
 from tests.fakes.tables import DecisionRow, by_id
@@ -48,6 +49,7 @@ class FlowOperations(StepOperations):
         *,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id, NameKind.NODE)
@@ -78,7 +80,7 @@ class FlowOperations(StepOperations):
                 allow_start_if_complete if declared is None else declared.allow_start_if_complete
             )
             source = self._takeover(step_name, newest, allow)
-        return self._insert_step(parent, step_name, node, source, started=started)
+        return self._insert_step(parent, step_name, node, source, started=started, worker=worker)
 
     def latest_flow_step(self, job_instance_id: int, node_id: str) -> StepExecution | None:
         pk = validate_identifier(JOB_INSTANCE, job_instance_id)

@@ -29,6 +29,7 @@ from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifi
 from oxide_batch.domain.recovery import fenced_enrich
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StoredState
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.steps import STEP_PARENT_HINT, STEP_PARENT_STATUSES, StepState
 from tests.fakes.base import UnitOfWorkBase
 from tests.fakes.tables import StepStored, by_id
@@ -47,12 +48,13 @@ class StepOperations(UnitOfWorkBase):
         node_id: str | None = None,
         allow_start_if_complete: bool = False,
         started: bool = False,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         validate_name(step_name, NameKind.STEP)
         node = validate_name(node_id if node_id is not None else step_name, NameKind.NODE)
         parent = self._step_parent(job_execution_id)
         source = self._restart_source(parent, step_name, allow_start_if_complete)
-        return self._insert_step(parent, step_name, node, source, started=started)
+        return self._insert_step(parent, step_name, node, source, started=started, worker=worker)
 
     def _step_parent(self, job_execution_id: int) -> JobExecution:
         """The execution a step is created under: claimed by this unit of work's
@@ -72,6 +74,7 @@ class StepOperations(UnitOfWorkBase):
         source: StepExecution | None,
         *,
         started: bool,
+        worker: WorkerIdentity | None = None,
     ) -> StepExecution:
         """Store a STARTING step (STARTED at version 1 when ``started``) taking over
         ``source``'s counts and state, verified first (``FaultStateCorrupt``, no row)."""
@@ -102,6 +105,7 @@ class StepOperations(UnitOfWorkBase):
             step_name=step_name,
             node_id=node,
             last_activity_at=now,
+            worker=worker if worker is not None and worker.known else None,
         )
         self._open().steps[step.id] = step
         if state != StepStored():

@@ -29,6 +29,7 @@ from oxide_batch.domain.state import (
     StoredStateCorrupt,
     load_stored,
 )
+from oxide_batch.domain.worker import WorkerIdentity
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class ExecutionRow:
     failed_at: datetime | None = None
     stopping_at: datetime | None = None
     lost_write: bool = False
+    # Who runs it (decision 310), recorded with the claim.
+    worker: WorkerIdentity | None = None
 
     def with_execution(self, execution: JobExecution, now: datetime) -> ExecutionRow:
         """The row holding ``execution`` as written at ``now``: a move to FAILED
@@ -66,6 +69,7 @@ class ExecutionRow:
             last_observed_at=self.last_observed_at,
             last_activity_at=self.last_activity_at,
             newest_step_write_at=newest_step_write_at,
+            worker=self.worker,
         )
 
 

@@ -16,6 +16,7 @@ import pytest
 from oxide_batch import models
 from oxide_batch.domain import BatchStatus, ExecutionCounts, FailureCategory, LifecycleTransition
 from oxide_batch.domain.execution import FailureSummary
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository import DjangoJobRepository, FixedClock
 from oxide_batch.services import bootstrap
 from oxide_batch.services.audit import Actor
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.django_db
 S = BatchStatus
 TTL = timedelta(seconds=30)
 OWNER = b"\x05" * 16
+WORKER = WorkerIdentity(host="worker-3", pid=4122, client="oxide-batch 0.6.0")
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +58,7 @@ def owned_running(repo: DjangoJobRepository, clock: FixedClock, run: str, *, ste
     """A claimed, STARTED execution with ``steps`` running steps, each with a chunk."""
     execution = launch(repo, key(run=run))
     with repo.begin() as uow:
-        uow.claim_execution_owner(execution.id, 0, OWNER)
+        uow.claim_execution_owner(execution.id, 0, OWNER, worker=WORKER)
         uow.commit()
     execution = move(repo, execution, S.STARTED, clock=clock)
     with repo.begin() as uow:
@@ -88,6 +90,17 @@ def test_a_pass_fails_an_owned_execution_whose_lease_expired_as_an_audited_recov
         None,
     )
     assert len(decision.resolved_step_ids) == 2  # the steps are resolved, the worker fenced
+    # What the watchdog decided on names the owner (decision 314).
+    assert (decision.evidence or {})["owner"] == {
+        "host": "worker-3",
+        "pid": 4122,
+        "name": None,
+        "client": "oxide-batch 0.6.0",
+        "user": None,
+    }
+    assert (decision.evidence or {})["owner_text"] == (
+        "an unknown user on worker-3, pid 4122, oxide-batch 0.6.0"
+    )
     row = models.JobExecution.objects.get(pk=execution.id)
     assert (row.status, row.failure_category) == ("FAILED", FailureCategory.STALE_RECOVERED.value)
     request = models.OperatorRequest.objects.get(job_execution_id=execution.id)

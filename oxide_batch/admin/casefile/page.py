@@ -31,7 +31,9 @@ from oxide_batch.admin.eligibility import decision_reason, lease
 from oxide_batch.admin.lost_write import marker_text, resolve_form
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
+from oxide_batch.domain.names import escape_invisible
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors import casefile as casefile_reads
 from oxide_batch.selectors import console
 from oxide_batch.services import bootstrap
@@ -121,13 +123,13 @@ def _last_activity(last: datetime | None, now: datetime) -> SafeString:
 
 
 def _owner(obj: Any, now: datetime) -> SafeString:
-    """Who claimed it — the claimant's user (contract §2.5.2; the worker's host
-    and process are in its logs, under "Why it failed, who ran it") — and when
-    the owner was last observed."""
+    """Who claimed it — the claimant's user (contract §2.5.2) on the worker's
+    host, its process id and client (decision 310: what the runtime said of
+    itself with its claim) — and when the owner was last observed."""
     owned = bool(obj.owner_recorded)
     if not owned:
         return format_html("{}", "no owner recorded")
-    claimant = claimant_of(obj)
+    claimant = format_html("{}{}", claimant_of(obj), worker_of(obj))
     if obj.last_observed_at is None:
         return format_html("{}, never observed since", claimant)
     return format_html("{}, last observed {}", claimant, when(obj.last_observed_at, now))
@@ -142,6 +144,27 @@ def claimant_of(obj: Any) -> SafeString:
     if obj.owner_user_id is not None:
         return format_html("claimed by user #{} (the account no longer exists)", obj.owner_user_id)
     return format_html("{}", "owner recorded (no user recorded)")
+
+
+def worker_of(obj: Any) -> SafeString:
+    """ " on <host>, pid 4122, oxide-batch 0.6.0 (worker loader-2)" of a row
+    with the ``worker_*`` columns; empty when the runtime said nothing. Shown
+    escaped (a row stored before the rule may hold a format character)."""
+    identity = WorkerIdentity.from_row(vars(obj))
+    if identity is None:
+        return format_html("{}", "")
+    parts = [
+        format_html(
+            ' on <strong class="ob-host">{}</strong>', escape_invisible(identity.host or "?")
+        )
+    ]
+    if identity.pid is not None:
+        parts.append(format_html(", pid <strong>{}</strong>", identity.pid))
+    if identity.client:
+        parts.append(format_html(", {}", escape_invisible(identity.client)))
+    if identity.name:
+        parts.append(format_html(" (worker <strong>{}</strong>)", escape_invisible(identity.name)))
+    return format_html_join("", "{}", ((part,) for part in parts))
 
 
 def _stop(obj: Any, now: datetime) -> SafeString:

@@ -35,9 +35,11 @@ from oxide_batch.admin.display import (
     badge,
     duration,
     execution_failure,
+    execution_place,
     fate,
     human_short,
     inactivity,
+    logs_url,
     parameters,
     when,
     when_short,
@@ -56,6 +58,7 @@ from oxide_batch.admin.pages.common import (
 )
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import granted_ttl, unresolved_lost_write
+from oxide_batch.domain.names import escape_invisible
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.selectors import console, pages
 from oxide_batch.selectors.failures import FAILED_WITHIN
@@ -148,6 +151,20 @@ def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
     return links
 
 
+def _logs_link(obj: Any) -> SafeString | None:
+    """ "Open the logs" of a failure the runtime logged (decision 316), from
+    the row's own columns (no query); ``None`` without a template, a failure,
+    or for a failure a recovery decision wrote (no log holds its id)."""
+    if not obj.failure_id or obj.recovery_decision_id is not None:
+        return None
+    url = logs_url(
+        obj.failure_id, execution_id=obj.pk, job_name=obj.job_name, place=execution_place(obj)
+    )
+    if url is None:
+        return None
+    return format_html('<a href="{}" rel="noopener" class="ob-logs">{}</a>', url, "Open the logs")
+
+
 @admin.register(models.JobExecution)
 class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadOnlyAdmin):
     # What triage reads first comes first and stays on a phone's screen (status,
@@ -174,8 +191,8 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
     )
     search_fields = ("job_name",)
     search_help_text = (
-        "An execution id, an exact job name, or name=value for a visible parameter "
-        "(e.g. business_date=2026-11-30)."
+        "An execution id, an exact job name, name=value for a visible parameter "
+        "(e.g. business_date=2026-11-30), host:NAME or worker:NAME for who ran it."
     )
     instance_field = "job_instance_id"
     ordering = ("-created_at", "-id")
@@ -196,6 +213,16 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         "audit",
         "operator_actions",
     )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        """``host:NAME`` and ``worker:NAME`` search who ran it (decision 311);
+        any other term as :class:`SearchByIdOrName` reads it."""
+        found = console.worker_search(queryset, search_term.strip())
+        if found is not None:
+            return found, False
+        return super().get_search_results(request, queryset, search_term)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """The exit code only when it says more than the status (not the
@@ -254,9 +281,11 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         if getattr(obj, "owner_recorded", False):
             parts.append(
                 format_html(
-                    '<span class="ob-badge ob-muted">{}</span> {}',
+                    '<span class="ob-badge ob-muted">{}</span> {}{}',
                     "owner",
                     getattr(obj, "owner_name", None) or "",
+                    # The host it runs on (decision 311): the list is searched by it.
+                    f" on {escape_invisible(obj.worker_host)}" if obj.worker_host else "",
                 )
             )
         if obj.stop_requested_at is not None:
@@ -269,6 +298,9 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
             )
         if obj.failed_at is not None:
             parts.append(fate(obj, now, compact=True))
+        logs = _logs_link(obj)
+        if logs is not None:
+            parts.append(logs)
         if unresolved_lost_write(obj.lost_write, obj.lost_write_resolution):
             # contract §2.5.14: nothing restarts it until a person resolves it.
             parts.append(format_html('<span class="ob-badge ob-warn">{}</span>', "LOST WRITE"))

@@ -23,6 +23,7 @@ from oxide_batch.admin.base import (
     linked_rows,
 )
 from oxide_batch.admin.display import (
+    LogPlace,
     badge,
     duration,
     recorded_by_decision,
@@ -111,6 +112,13 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
             job_name=obj.job_execution.job_name if uses_name else "",
             decision_id=recorded_by_decision(obj.recovery_decision_id, step=True),
             given=bool(getattr(obj, "failure_id_given", False)),
+            place=LogPlace(
+                step_execution_id=obj.pk,
+                # The step's own worker (the client sends it with every step).
+                host=obj.worker_host,
+                started_at=obj.started_at,
+                ended_at=obj.ended_at,
+            ),
         )
 
     @admin.display(description="execution")

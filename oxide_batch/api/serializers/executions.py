@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from oxide_batch.api.fields import (
@@ -16,11 +17,14 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
+from oxide_batch.api.logs import execution_logs
 from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, at, identifier, name
+from oxide_batch.api.serializers.worker import WorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, parse_owner_token
 from oxide_batch.domain.status import BatchStatus, FailureCategory
+from oxide_batch.domain.worker import WorkerIdentity
 
 
 class LaunchInput(Input):
@@ -124,6 +128,10 @@ class ExitStatusInput(Input):
 class ClaimInput(Input):
     expected_version = StrictIntegerField()
     owner_token = OwnerTokenField(help_text="16 bytes as 32 lowercase hex characters.")
+    worker = worker_field()
+
+    def worker_value(self) -> WorkerIdentity | None:
+        return worker_value(self.validated_data)
 
     def to_domain(self) -> tuple[int, bytes]:
         data = self.validated_data
@@ -151,6 +159,17 @@ class CountsOutput(Output):
 class FailureOutput(Output):
     category = EnumField(FailureCategory)
     failure_id = serializers.IntegerField()
+    logs_url = serializers.SerializerMethodField(
+        help_text=(
+            "Open the logs: OXIDE_BATCH_FAILURE_URL_TEMPLATE filled in with this failure's "
+            "id, execution, job, step, host and times (decision 316); null without a template."
+        ),
+    )
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_logs_url(self, failure: Any) -> str | None:
+        # Filled in by the execution's or the step's answer, which knows the row.
+        return None
 
 
 class DefinitionRefOutput(Output):
@@ -276,7 +295,21 @@ class ExecutionOutput(Output):
         allow_null=True,
         help_text="A lost acknowledged write (null: none recorded).",
     )
+    worker = WorkerOutput(
+        source="extras.worker",
+        allow_null=True,
+        help_text=(
+            "Who runs it (decision 310): what the runtime said of itself with its claim, "
+            "and the claimant's username; null when neither is recorded."
+        ),
+    )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        if data.get("failure") is not None:
+            data["failure"]["logs_url"] = execution_logs(instance)(data["failure"]["failure_id"])
+        return data
 
 
 class ExecutionWriteOutput(ExecutionOutput):

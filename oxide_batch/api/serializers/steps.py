@@ -14,6 +14,7 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictIntegerField,
 )
+from oxide_batch.api.logs import step_logs
 from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
@@ -25,12 +26,14 @@ from oxide_batch.api.serializers.executions import (
     optional_exit_code,
     optional_exit_code_field,
 )
+from oxide_batch.api.serializers.worker import StepWorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
 from oxide_batch.domain.flow import MAX_START_LIMIT
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 
 STEP_START_STATUSES = (BatchStatus.STARTING, BatchStatus.STARTED)
 FINISH_STATUSES = (BatchStatus.COMPLETED,)
@@ -58,6 +61,7 @@ class StepInput(Input):
         NameKind.NODE, required=False, help_text="Flow node; default: the step name."
     )
     start_limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_START_LIMIT)
+    worker = worker_field()
     allow_start_if_complete = StrictBooleanField(
         required=False,
         default=False,
@@ -73,6 +77,9 @@ class StepInput(Input):
 
     def owner_token_value(self) -> bytes | None:
         return carried_owner_token(self.validated_data)
+
+    def worker_value(self) -> WorkerIdentity | None:
+        return worker_value(self.validated_data)
 
     def to_domain(self) -> tuple[str, str | None, int | None, bool]:
         data = self.validated_data
@@ -173,7 +180,21 @@ class StepOutput(Output):
             "moves `updated_at`, never this."
         ),
     )
+    worker = StepWorkerOutput(
+        allow_null=True,
+        help_text=(
+            "Who created the step (decision 310; a partition worker's step runs elsewhere "
+            "than its execution's owner); null when the runtime said nothing. The runtime "
+            "user is the execution's (`worker.user` of the execution)."
+        ),
+    )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        if data.get("failure") is not None:
+            data["failure"]["logs_url"] = step_logs(instance)(data["failure"]["failure_id"])
+        return data
 
 
 class StepCreatedOutput(StepOutput):

@@ -95,7 +95,7 @@ class InstanceExecutionsView(BatchView):
         digest = self.read(s.LaunchInput, request.data).to_domain()
         with self.unit_of_work() as uow:
             execution = uow.create_job_execution(instance_id, definition_digest=digest)
-            record = with_extras(execution, uow)
+            record = with_extras(execution, uow, request.user)
             control = uow.write_control(execution.id)
             uow.commit()
         return Response(render.execution_write_data(record, control), status=http.HTTP_201_CREATED)
@@ -214,7 +214,7 @@ class ExecutionTransitionView(BatchView):
             execution = uow.transition_job_execution(
                 execution_id, expected, transition, by_runtime=True, exit_code=exit_code
             )
-            record = with_extras(execution, uow)
+            record = with_extras(execution, uow, request.user)
             control = uow.write_control(execution_id)
             uow.commit()
         return Response(render.execution_write_data(record, control))
@@ -239,7 +239,7 @@ class ExecutionExitStatusView(BatchView):
         expected, exit_code = data.to_domain()
         with self.unit_of_work(data.owner_token_value()) as uow:
             execution = uow.enrich_job_exit_status(execution_id, expected, exit_code)
-            record = with_extras(execution, uow)
+            record = with_extras(execution, uow, request.user)
             control = uow.write_control(execution_id)
             uow.commit()
         return Response(render.execution_write_data(record, control))
@@ -275,10 +275,12 @@ class ExecutionClaimView(BatchView):
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: int) -> Response:
-        expected, token = self.read(s.ClaimInput, request.data).to_domain()
+        data = self.read(s.ClaimInput, request.data)
+        expected, token = data.to_domain()
+        worker = data.worker_value()
         with self.unit_of_work(token) as uow:
-            view = uow.claim_execution_owner(execution_id, expected, token)
-            record = with_extras(view.execution, uow)
+            view = uow.claim_execution_owner(execution_id, expected, token, worker=worker)
+            record = with_extras(view.execution, uow, request.user)
             uow.commit()
         # The claim's own token is now the recorded one (or the refusal said so).
         control = WriteControl(
@@ -311,7 +313,7 @@ class ExecutionControlView(BatchView):
         token = self.read(s.ControlInput, request.data).to_domain()
         with self.unit_of_work() as uow:
             control = uow.observe_execution_control(execution_id, token)
-            record = with_extras(control.execution.execution, uow)
+            record = with_extras(control.execution.execution, uow, request.user)
             uow.commit()
         return Response(
             {
@@ -349,11 +351,13 @@ class LaunchesView(BatchView):
         tags=["executions"],
     )
     def post(self, request: Request) -> Response:
-        key, token, digest = self.read(s.LaunchRunInput, request.data).launch_values()
+        data = self.read(s.LaunchRunInput, request.data)
+        key, token, digest = data.launch_values()
+        worker = data.worker_value()
         self.check_job(key.job_name)
         with self.unit_of_work(token) as uow:
-            launch = uow.launch_job_execution(key, token, definition_digest=digest)
-            record = with_extras(launch.execution, uow)
+            launch = uow.launch_job_execution(key, token, definition_digest=digest, worker=worker)
+            record = with_extras(launch.execution, uow, request.user)
             control = uow.write_control(launch.execution.id)
             instance = instance_record(launch.instance.id)
             uow.commit()

@@ -89,10 +89,15 @@ class ExecutionStepsView(BatchView):
         data = self.read(s.StepInput, request.data)
         step_name, node_id, start_limit, allow = data.to_domain()
         started = data.started()
+        worker = data.worker_value()
         with self.unit_of_work(data.owner_token_value()) as uow:
             if node_id is None and start_limit is None:
                 step = uow.create_step_execution(
-                    execution_id, step_name, allow_start_if_complete=allow, started=started
+                    execution_id,
+                    step_name,
+                    allow_start_if_complete=allow,
+                    started=started,
+                    worker=worker,
                 )
             else:
                 step = uow.create_flow_step_execution(
@@ -102,6 +107,7 @@ class ExecutionStepsView(BatchView):
                     start_limit,
                     allow_start_if_complete=allow,
                     started=started,
+                    worker=worker,
                 )
             state = uow.created_step_state(step.id)
             control = uow.write_control(execution_id)

@@ -12,6 +12,8 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.domain.evidence import ExecutionView, RecoveryProposal
 from oxide_batch.domain.execution import JobExecution
+from oxide_batch.domain.failures import failure_url
+from oxide_batch.domain.worker import worker_data
 from oxide_batch.selectors.executions import execution_view
 from oxide_batch.services import bootstrap
 from oxide_batch.services.operator import OperatorResult, OperatorService
@@ -32,13 +34,15 @@ def parse_instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def execution_json(view: ExecutionView) -> dict[str, Any]:
+def execution_json(view: ExecutionView, owner_user: str | None = None) -> dict[str, Any]:
     """An execution as the API shows it (without counts and definition):
     ``last_activity_at`` is contract §2.5.3's activity, ``updated_at`` the row's last
     versioned write, ``lease_ttl_seconds`` the TTL its owner's claim was granted
     (null without an owner) and ``lease_expires_at`` its owner's lease expiry
     (contract §2.5.3, that TTL after that activity; null without an owner or once
-    not active) — derived from the view, no further query."""
+    not active) — derived from the view, no further query. ``worker`` is who
+    runs it (decision 310), with ``owner_user`` (the claimant's username) when
+    the caller read it."""
     core = view.execution
     return {
         "id": core.id,
@@ -53,7 +57,20 @@ def execution_json(view: ExecutionView) -> dict[str, Any]:
         "ended_at": instant(core.ended_at),
         "updated_at": instant(core.updated_at),
         "failure": (
-            {"category": core.failure.category.value, "failure_id": core.failure.failure_id}
+            {
+                "category": core.failure.category.value,
+                "failure_id": core.failure.failure_id,
+                # "Open the logs" (decision 316), as the API's failure object says it.
+                "logs_url": failure_url(
+                    batch_settings.FAILURE_URL_TEMPLATE,
+                    failure_id=core.failure.failure_id,
+                    execution_id=core.id,
+                    job_name=core.job_name,
+                    host=None if view.worker is None else view.worker.host,
+                    started_at=core.started_at,
+                    ended_at=core.ended_at,
+                ),
+            }
             if core.failure
             else None
         ),
@@ -68,6 +85,7 @@ def execution_json(view: ExecutionView) -> dict[str, Any]:
         if view.owner_recorded
         else None,
         "lease_expires_at": instant(view.lease_expires_at(batch_settings.LEASE_TTL)),
+        "worker": worker_data(view.worker, owner_user),
     }
 
 

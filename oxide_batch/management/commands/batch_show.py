@@ -13,6 +13,7 @@ from django.core.management.base import CommandParser
 
 from oxide_batch.domain.durations import format_duration
 from oxide_batch.domain.evidence import UNKNOWN_EFFECT
+from oxide_batch.domain.worker import WorkerIdentity, describe_worker
 from oxide_batch.management.commands._cli import OxideCommand
 from oxide_batch.management.commands._operator import (
     execution_json,
@@ -39,7 +40,7 @@ class Command(OxideCommand):
         proposal = service().propose(options["execution_id"])
         view = execution_view(options["execution_id"])
         return {
-            "execution": execution_json(view),
+            "execution": execution_json(view, proposal.evidence.owner_user),
             "proposal": proposal_json(proposal),
             "restart_plan": plan_document(execution_restart_plan(options["execution_id"])),
         }
@@ -50,6 +51,16 @@ class Command(OxideCommand):
             f"execution {execution['id']} of {execution['job_name']} attempt "
             f"{execution['attempt']}: {execution['status']} (version {execution['version']})"
         )
+        owner = describe_worker_json(execution["worker"])
+        if owner is not None:
+            self.stdout.write(f"owner: {owner}")
+        failure = execution["failure"]
+        if failure is not None:
+            self.stdout.write(
+                f"failure: {failure['category']} (failure id {failure['failure_id']})"
+            )
+            if failure["logs_url"]:
+                self.stdout.write(f"logs: {failure['logs_url']}")
         inactive = span(proposal["inactive_seconds"])
         self.stdout.write(f"last activity: {proposal['last_activity_at']} ({inactive} ago)")
         self.stdout.write(f"recovery: {verdict(execution, proposal)}")
@@ -81,6 +92,13 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         lines.append("  … more steps: see batch_show --json")
     lines.extend(f"  {node['node_id']}: run — {node['reason']}" for node in plan["unreached"])
     return lines
+
+
+def describe_worker_json(worker: dict[str, Any] | None) -> str | None:
+    """The ``worker`` member as one line (decision 310), or ``None``."""
+    if worker is None:
+        return None
+    return describe_worker(WorkerIdentity.from_data(worker), worker.get("user"))
 
 
 def span(seconds: int) -> str:

@@ -13,9 +13,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+import oxide_batch
 from oxide_batch.demo.partitioned import run_partitioned_flow
 from oxide_batch.demo.workload import Workload
 from oxide_batch.domain import BatchStatus, FailureCategory, RecoveryRequest
+from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.observability import events
 from oxide_batch.selectors.instances import repository_is_empty
 
@@ -38,6 +40,12 @@ def _month(now: datetime, *, back: int) -> str:
     """The calendar month ``back`` months before ``now``'s, as ``YYYY-MM``."""
     index = now.year * 12 + now.month - 1 - back
     return f"{index // 12:04d}-{index % 12 + 1:02d}"
+
+
+#: The demo's claimed worker (what a real runtime sends with its claim).
+DEMO_WORKER = WorkerIdentity(
+    host="worker-3", pid=4122, name="billing-1", client=f"oxide-batch {oxide_batch.__version__}"
+)
 
 
 class Command(BaseCommand):
@@ -85,8 +93,10 @@ class Command(BaseCommand):
             work.complete("nightly_import", etl, business_date=day)
             work.tick(600)
 
-        # A failure, then its restart completes.
-        billing = work.move(work.launch("billing_export", region="eu", batch=42), S.STARTED)
+        # A failure, then its restart completes. Its worker said who it is with its
+        # claim (decision 310): the case file names the host, the pid and the client.
+        billing = work.claim(work.launch("billing_export", region="eu", batch=42), DEMO_WORKER)
+        billing = work.move(billing, S.STARTED)
         work.run_steps(
             billing, ["collect", "render"], last=S.FAILED, category=FailureCategory.USER_COMPONENT
         )
