@@ -45,5 +45,5 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("oxide_batch", "0026_delivery_plural")]
+    dependencies = [("oxide_batch", "0028_worker_identity")]
     operations = [migrations.RunPython(forward, backward)]
