@@ -41,6 +41,7 @@ from oxide_batch.domain.state import (
     load_stored,
 )
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository.failure_details import detail_to_keep
 from oxide_batch.repository.plans import hold_to_declared_start_limit
 from oxide_batch.repository.records import (
     STEP_EXECUTION_COLUMNS,
@@ -421,6 +422,7 @@ class StepOperations(UnitOfWorkBase):
                 events.StepTransitioned(step=step, prior=prior.status, actor=self._actor),
             ),
             activity=True,
+            failure_detail=detail_to_keep(transition.failure),
         )
 
     @operation
