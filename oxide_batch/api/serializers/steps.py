@@ -19,6 +19,7 @@ from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CountsOutput,
     FailureOutput,
+    FailureWithDetailOutput,
     WriteControlOutput,
     carried_owner_field,
     carried_owner_token,
@@ -174,6 +175,13 @@ class StepOutput(Output):
         ),
     )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+
+class StepDetailOutput(StepOutput):
+    """A step execution as `GET steps/{id}` answers it: its failure with the
+    failure's detail."""
+
+    failure = FailureWithDetailOutput(allow_null=True)
 
 
 class StepCreatedOutput(StepOutput):
