@@ -87,19 +87,37 @@ def truncated(text: str, max_bytes: int) -> tuple[str, bool]:
     return f"{kept}… [truncated {cut} bytes]", True
 
 
+# What of a member is read at all: four times its bound in characters. Scrubbing
+# is linear but not free, and a request may carry 2 MiB; the text past this
+# point could never be stored (decision 303).
+READ_FACTOR = 4
+
+
+def _marked(text: str, max_bytes: int, dropped: int) -> str:
+    marker = f"… [truncated {dropped} bytes]"
+    room = max(0, max_bytes - len(marker.encode()))
+    return text.encode("utf-8", "surrogatepass")[:room].decode("utf-8", "ignore") + marker
+
+
 def _kept(
     text: str | None, max_bytes: int, scrubber: Scrubber, *, single_line: bool = False
 ) -> tuple[str | None, bool]:
     if text is None:
         return None, False
-    clean = sanitized(text, single_line=single_line)
-    marker = TRUNCATION_MARKER.search(clean)
+    sent_bytes = len(text.encode("utf-8", "surrogatepass"))
+    read_cut = len(text) > READ_FACTOR * max_bytes
+    clean = sanitized(text[: READ_FACTOR * max_bytes], single_line=single_line)
+    marker = None if read_cut else TRUNCATION_MARKER.search(clean)
     tail = "" if marker is None else marker.group()
     body = scrubber.scrub(clean if marker is None else clean[: marker.start()])
-    if marker is not None:
-        # Cut by its sender: a hidden value it cut in half is taken out too.
+    if marker is not None or read_cut:
+        # Cut before scrubbing (by its sender, or here past what could be
+        # stored): a hidden value cut in half at that end is taken out too.
         body = scrubber.scrub_cut_tail(body)
     bounded, cut = truncated(body + tail, max_bytes)
+    if read_cut and not cut:
+        dropped = sent_bytes - len(bounded.encode("utf-8", "surrogatepass"))
+        bounded, cut = _marked(bounded, max_bytes, dropped), True
     return bounded, cut or marker is not None
 
 

@@ -8,9 +8,9 @@ the patterns a deployment adds (``OXIDE_BATCH_FAILURE_REDACT``). Each is
 replaced by :data:`REDACTED`; a ``key=value`` pair keeps its key, so the text
 still says what was there.
 
-The patterns are lenient about length on purpose: a token cut short (by a
-runtime that bounded its text before sending it) is still recognised, and
-redacting a little too much costs nothing. Every repetition is bounded or
+The patterns are lenient on purpose: a token cut short (by a runtime that
+bounded its text before sending it) or glued to the word before it is still
+recognised, and redacting a little too much costs nothing. Every repetition is bounded or
 anchored so that 16 KiB of hostile text scrubs in linear time.
 """
 
@@ -33,7 +33,9 @@ _SECRET_WORD = (
     r"(?:password|passwd|pwd|passphrase|token|secret|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|signature)"
 )
-_KEY = rf"(?:[A-Za-z0-9_.-]{{0,40}}?{_SECRET_WORD}[A-Za-z0-9_.-]{{0,40}})"
+# The match begins at the secret word (``DB_`` of ``DB_PASSWORD`` stays before it,
+# untouched): a bounded prefix tried at every position was a quadratic cost.
+_KEY = rf"(?:{_SECRET_WORD}[A-Za-z0-9_.-]{{0,40}})"
 _QUOTED_VALUE = r"(?:\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?)"
 _BARE_VALUE = r"[^\s,;&'\"}\])]{1,4096}"
 
@@ -41,29 +43,29 @@ _BARE_VALUE = r"[^\s,;&'\"}\])]{1,4096}"
 BUILTIN_PATTERNS: tuple[tuple[str, str, str], ...] = (
     (
         "private key block",
-        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----(?:.|\n){0,16384}?"
+        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?"
         r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)",
         REDACTED,
     ),
     (
         "authorization header",
-        r"(?i)\b((?:proxy-)?authorization[\"']?\s{0,8}[:=]\s{0,8}[\"']?)[^\r\n\"']{1,4096}",
+        r"(?i)((?:proxy-)?authorization[\"']?\s{0,8}[:=]\s{0,8}[\"']?)[^\r\n\"']{1,4096}",
         rf"\1{REDACTED}",
     ),
-    ("bearer token", r"(?i)\b(bearer\s{1,8})[A-Za-z0-9\-._~+/]{1,4096}=*", rf"\1{REDACTED}"),
-    ("basic credentials", r"(?i)\b(basic\s{1,8})[A-Za-z0-9+/]{8,4096}=*", rf"\1{REDACTED}"),
+    ("bearer token", r"(?i)(bearer\s{1,8})[A-Za-z0-9\-._~+/]{1,4096}=*", rf"\1{REDACTED}"),
+    ("basic credentials", r"(?i)(basic\s{1,8})[A-Za-z0-9+/]{8,4096}=*", rf"\1{REDACTED}"),
     (
         "connection-string password",
-        r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://[^:/?#@\s]{0,256}:)[^@/?#\s]{1,1024}@",
+        r"([A-Za-z][A-Za-z0-9+.-]{0,30}://[^:/?#@\s]{0,256}:)[^@/?#\s]{1,1024}@",
         rf"\1{REDACTED}@",
     ),
     (
         "secret pair",
-        rf"(?i)(?<![A-Za-z0-9])([\"']?{_KEY}[\"']?\s{{0,8}}[:=]\s{{0,8}})"
+        rf"(?i)({_KEY}[\"']?\s{{0,8}}[:=]\s{{0,8}})"
         rf"(?:{_QUOTED_VALUE}|{_BARE_VALUE})",
         rf"\1{REDACTED}",
     ),
-    ("AWS access key id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4,64}", REDACTED),
+    ("AWS access key id", r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4,64}", REDACTED),
     (
         "AWS secret access key",
         r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
@@ -72,14 +74,14 @@ BUILTIN_PATTERNS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "GitHub token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{4,255}|github_pat_[A-Za-z0-9_]{4,255})",
+        r"(?:gh[pousr]_[A-Za-z0-9]{4,255}|github_pat_[A-Za-z0-9_]{4,255})",
         REDACTED,
     ),
-    ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{4,255}", REDACTED),
+    ("Slack token", r"xox[abposr]-[A-Za-z0-9-]{4,255}", REDACTED),
     ("Slack webhook", r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{4,255}", REDACTED),
-    ("Google API key", r"\bAIza[0-9A-Za-z_-]{4,64}", REDACTED),
-    ("Stripe key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{4,255}", REDACTED),
-    ("JWT", r"\beyJ[A-Za-z0-9_-]{4,4096}(?:\.[A-Za-z0-9_-]{0,4096}){0,2}", REDACTED),
+    ("Google API key", r"AIza[0-9A-Za-z_-]{4,64}", REDACTED),
+    ("Stripe key", r"[rs]k_(?:live|test)_[A-Za-z0-9]{4,255}", REDACTED),
+    ("JWT", r"eyJ[A-Za-z0-9_-]{4,4096}(?:\.[A-Za-z0-9_-]{0,4096}){0,2}", REDACTED),
 )
 
 _COMPILED = tuple(
