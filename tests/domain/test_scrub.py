@@ -6,6 +6,7 @@ secret straddles the bound the text is cut at, by the server or by the sender.""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -121,7 +122,7 @@ def test_a_hidden_value_the_sender_cut_in_half_is_taken_out(value: str) -> None:
 
 
 def test_short_and_boolean_hidden_values_are_not_replaced() -> None:
-    parameters = [
+    parameters: list[dict[str, Any]] = [
         {"name": "region", "type": "string", "value": "EU"},
         {"name": "dry_run", "type": "bool", "value": True},
         {"name": "run", "type": "string", "value": "2026-11-30"},
@@ -173,7 +174,7 @@ def test_the_client_bounds_what_it_sends_to_the_servers_bounds() -> None:
 
 
 SECRET_TEXTS = st.sampled_from([secret for _, _, secret in SECRETS if len(secret) >= 8])
-NOISE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+NOISE = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300)
 
 
 @settings(max_examples=200, deadline=None)
