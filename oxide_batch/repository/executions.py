@@ -372,7 +372,9 @@ class ExecutionOperations(DefinitionOperations):
             ),
             activity=not by_operator,
             execution=True,
-            failure_detail=detail_to_keep(transition.failure),
+            # Read only for a failure that carries a detail: a transition
+            # without one never reaches the detail's module (the hot path).
+            failure_detail=detail_to_keep(transition.failure) if transition.sends_detail else None,
         )
 
     @operation

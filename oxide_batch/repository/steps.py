@@ -422,7 +422,9 @@ class StepOperations(UnitOfWorkBase):
                 events.StepTransitioned(step=step, prior=prior.status, actor=self._actor),
             ),
             activity=True,
-            failure_detail=detail_to_keep(transition.failure),
+            # Read only for a failure that carries a detail: a transition
+            # without one never reaches the detail's module (the hot path).
+            failure_detail=detail_to_keep(transition.failure) if transition.sends_detail else None,
         )
 
     @operation
