@@ -79,7 +79,7 @@ def test_without_a_kept_detail_there_is_no_why_and_no_more_queries(operator_clie
         with CaptureQueriesContext(connection) as queries:
             html = page(operator_client, execution_id)
         counts.append(len(queries.captured_queries))
-        assert ("Why it failed" in html) is (execution_id == detailed)
+        assert ("<dt>Why it failed</dt>" in html) is (execution_id == detailed)
     assert counts[0] == counts[1]
 
 
