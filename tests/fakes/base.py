@@ -192,6 +192,11 @@ class UnitOfWorkBase:
         details = self._open().failure_details
         pk = self._repository.next_id("failure_details")
         details[pk] = DetailRow(
-            pk, job_instance_id, job_execution_id, step_execution_id, failure.failure_id, detail
+            pk,
+            job_instance_id,
+            job_execution_id,
+            step_execution_id,
+            failure.failure_id,
+            detail,
+            now,
         )
-        del now

@@ -119,6 +119,7 @@ class DetailRow:
     step_execution_id: int | None
     failure_id: int
     detail: FailureDetail
+    recorded_at: datetime
 
 
 @dataclass(frozen=True)
