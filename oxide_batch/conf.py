@@ -35,7 +35,9 @@ from django.core.signals import setting_changed
 
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.evidence import DEFAULT_LEASE_TTL, validate_lease_ttl, validate_stale_after
+from oxide_batch.domain.failure_detail import DetailLevel
 from oxide_batch.domain.failures import validate_failure_url_template
+from oxide_batch.domain.scrub import compile_redact_patterns
 from oxide_batch.domain.state import (
     CEILING_MAX_BYTES,
     CEILING_MAX_DEPTH,
@@ -152,6 +154,30 @@ def _positive_duration(value: object) -> timedelta:
     if duration <= timedelta(0):
         raise ValueError("must be more than 0s")
     return duration
+
+
+def _detail_level(value: object) -> DetailLevel:
+    """``off``, ``message`` or ``traceback``."""
+    text = _text(value).strip().lower()
+    try:
+        return DetailLevel(text)
+    except ValueError:
+        raise ValueError(f"expected off, message or traceback, got {value!r}") from None
+
+
+def _redact_patterns(value: object) -> tuple[re.Pattern[str], ...]:
+    """A list of regular expressions, or text with one per line (not commas:
+    a comma may be part of a regular expression)."""
+    if isinstance(value, str):
+        patterns: list[object] = [line for line in value.splitlines() if line.strip()]
+    elif isinstance(value, list | tuple):
+        patterns = list(value)
+    else:
+        raise ValueError(f"expected a list of regular expressions, got {value!r}")
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise ValueError(f"expected strings, got {pattern!r}")
+    return compile_redact_patterns(cast(list[str], patterns))
 
 
 def _visible_parameters(value: object) -> frozenset[str]:
@@ -319,6 +345,15 @@ class BatchSettings:
     )
     NOTIFY_TIMEOUT = AppSetting(
         "OXIDE_BATCH_NOTIFY_TIMEOUT", timedelta(seconds=10), _positive_duration, "oxide_batch.E123"
+    )
+
+    # How much of a failure's detail is kept (contract §2, decision 300), and the
+    # patterns scrubbed from it besides the built-in secret shapes (decision 301).
+    FAILURE_DETAIL = AppSetting(
+        "OXIDE_BATCH_FAILURE_DETAIL", DetailLevel.MESSAGE, _detail_level, "oxide_batch.E124"
+    )
+    FAILURE_REDACT = AppSetting[tuple[re.Pattern[str], ...]](
+        "OXIDE_BATCH_FAILURE_REDACT", (), _redact_patterns, "oxide_batch.E125"
     )
 
     def __init__(self) -> None:

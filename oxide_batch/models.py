@@ -430,6 +430,54 @@ class StepExecution(ExecutionFields):
         return f"{self.step_name} (#{self.pk})"
 
 
+class FailureDetail(models.Model):
+    """What a runtime said about a failure (the exception's type, message and
+    traceback), scrubbed and bounded (contract §2, "Failure detail"): apart
+    from the execution and step rows, so the hot path never reads it. Written
+    by the transition that records the failure; deleted with its instance by
+    the purge; kept whatever happens to the execution after."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_instance_id = models.BigIntegerField()
+    job_execution = models.ForeignKey(
+        JobExecution, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    # Null: the job execution's own failure; set: one of its steps'.
+    step_execution = models.ForeignKey(
+        "StepExecution",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+    failure_id = models.BigIntegerField()
+    type = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    message = models.TextField(null=True, blank=True)  # noqa: DJ001
+    traceback = models.TextField(null=True, blank=True)  # noqa: DJ001
+    type_truncated = models.BooleanField(default=False)
+    message_truncated = models.BooleanField(default=False)
+    traceback_truncated = models.BooleanField(default=False)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_failure_detail"
+        indexes = [
+            models.Index(fields=["job_execution", "-id"], name="ob_detail_execution"),
+            models.Index(
+                fields=["step_execution", "-id"],
+                condition=Q(step_execution__isnull=False),
+                name="ob_detail_step",
+            ),
+            models.Index(fields=["job_instance_id"], name="ob_detail_instance"),
+            # The failure views' search by exception type (decision 307).
+            models.Index(fields=["type", "job_execution"], name="ob_detail_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"failure {self.failure_id} detail ({self.type})"
+
+
 class StepPartition(CountFields):
     """One partition of a partitioned step's plan."""
 

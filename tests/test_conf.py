@@ -24,6 +24,7 @@ from oxide_batch.conf import (
     app_settings_check,
     batch_settings,
 )
+from oxide_batch.domain.failure_detail import DetailLevel
 from tests.helpers import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_BACKOFF": timedelta(seconds=2),
     "NOTIFY_BACKOFF_MAX": timedelta(minutes=10),
     "NOTIFY_TIMEOUT": timedelta(seconds=10),
+    "FAILURE_DETAIL": DetailLevel.MESSAGE,
+    "FAILURE_REDACT": (),
 }
 FERNET_KEY = "x" * 43 + "="
 LINK = "https://logs.example.com/search?q=failure_id:{failure_id}&job={job_name}"
@@ -97,6 +100,13 @@ FORMS: list[tuple[str, Any, str, Any]] = [
     ("NOTIFY_BACKOFF", timedelta(milliseconds=100), "100ms", timedelta(milliseconds=100)),
     ("NOTIFY_BACKOFF_MAX", timedelta(minutes=1), "1m", timedelta(minutes=1)),
     ("NOTIFY_TIMEOUT", timedelta(seconds=5), "5s", timedelta(seconds=5)),
+    ("FAILURE_DETAIL", "traceback", " Traceback ", DetailLevel.TRACEBACK),
+    (
+        "FAILURE_REDACT",
+        [r"acct-[0-9]+", r"pin=\d{4}"],
+        "acct-[0-9]+\npin=\\d{4}\n",
+        (re.compile(r"acct-[0-9]+"), re.compile(r"pin=\d{4}")),
+    ),
 ]
 # (attribute, an invalid value, what the message says after "NAME: ")
 INVALID: list[tuple[str, Any, str]] = [
@@ -139,6 +149,9 @@ INVALID: list[tuple[str, Any, str]] = [
     ("NOTIFY_BACKOFF", 2, "expected a timedelta or a duration"),
     ("NOTIFY_BACKOFF_MAX", "forever", "invalid duration 'forever'"),
     ("NOTIFY_TIMEOUT", "0s", "must be more than 0s"),
+    ("FAILURE_DETAIL", "full", "expected off, message or traceback, got 'full'"),
+    ("FAILURE_REDACT", ["ok", "(unclosed"], "'(unclosed' is not a regular expression"),
+    ("FAILURE_REDACT", ["a*"], "'a*' matches the empty string"),
 ]
 
 
@@ -287,6 +300,8 @@ BAD_ENVIRONMENT = {
     "OXIDE_BATCH_NOTIFY_BACKOFF": "2",
     "OXIDE_BATCH_NOTIFY_BACKOFF_MAX": "10 m",
     "OXIDE_BATCH_NOTIFY_TIMEOUT": "0ms",
+    "OXIDE_BATCH_FAILURE_DETAIL": "everything",
+    "OXIDE_BATCH_FAILURE_REDACT": "[z-a]",
 }
 ALWAYS_VALID = {
     "OXIDE_BATCH_VISIBLE_PARAMETERS",

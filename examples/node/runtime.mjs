@@ -19,8 +19,9 @@
 //        --items 10 --chunk 3 --out items.jsonl [--fail-after 2]
 //
 // --fail-after N makes the reader fail when asked for chunk N + 1 of this run:
-// the runtime then ends its step and its execution FAILED (a failure id, no
-// message text) and exits 1; run it again without the option to restart.
+// the runtime then ends its step and its execution FAILED (a failure id and the
+// error's detail: type, message, stack) and exits 1; run it again without the
+// option to restart.
 // The token (--token or OXIDE_BATCH_TOKEN) is a batch-runtime user's.
 //
 // Exit status, as the Python examples': 0 COMPLETED, 1 FAILED, 2 STOPPED,
@@ -189,8 +190,15 @@ async function run(api, options) {
     }
     const stopped = error instanceof StopRequested;
     const status = stopped ? "STOPPED" : "FAILED";
-    // Send no message text: log it here with the failure id, which the console shows.
-    const failure = { category: "USER_COMPONENT", failure_id: randomInt(1, 2 ** 47) };
+    // The failure id goes to this log and to the server; the detail (the error's
+    // type, message and stack) goes with it: the server scrubs secrets out of it
+    // and keeps what its OXIDE_BATCH_FAILURE_DETAIL allows (and cuts what is
+    // too long: 200 bytes, 2 KiB, 16 KiB).
+    const failure = {
+      category: "USER_COMPONENT",
+      failure_id: randomInt(1, 2 ** 47),
+      detail: { type: error.name, message: error.message, traceback: error.stack ?? null },
+    };
     console.error(`${status}: ${error.message} (failure ${failure.failure_id})`);
     await api.call("transition_step", { step_id: step.id }, {
       expected_version: step.version,

@@ -21,8 +21,9 @@ from django.utils.safestring import SafeString
 from oxide_batch.admin import svg
 from oxide_batch.admin.actions.selection import action_url
 from oxide_batch.admin.applicable import EXECUTION_ACTIONS
-from oxide_batch.admin.base import can, can_view, change_url, parse_id
+from oxide_batch.admin.base import can, can_view, can_view_payload, change_url, parse_id
 from oxide_batch.admin.display import ago, badge, human, when
+from oxide_batch.admin.failure_detail import failure_line
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
 from oxide_batch.roles import VIEW_BATCH, perm
@@ -35,7 +36,8 @@ from oxide_batch.selectors.dashboard import (
     partitioned_step_of,
     step_timeline,
 )
-from oxide_batch.selectors.failures import recent_failures_by_category
+from oxide_batch.selectors.failure_details import newest_failures
+from oxide_batch.selectors.failures import FAILED_WITHIN, recent_failures_by_category
 from oxide_batch.selectors.unresolved import unresolved_executions
 
 #: The failure-category filter's value for failures recorded without one.
@@ -96,6 +98,16 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         }
         for row in recent_failures_by_category(now=now)
     ]
+    payload_reader = can_view_payload(request)
+    newest = [
+        {
+            **row,
+            "link": change_url("jobexecution", row["id"]),
+            "failed": when(row["failed_at"], now),
+            "why": failure_line(row["failure_type"], row.get("failure_message_head")),
+        }
+        for row in newest_failures(now - FAILED_WITHIN, with_message=payload_reader)
+    ]
     execution_id = _int(request.GET.get("execution")) or (
         unresolved[0].id if unresolved else latest_partitioned_execution()
     )
@@ -127,6 +139,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
         "bars": svg.status_bars(by_day, days=days),
         "unresolved": unresolved_rows,
         "failures": failures,
+        "newest_failures": newest,
         "execution_id": execution_id,
         "timeline": svg.timeline(steps, now=now, link=lambda pk: change_url("stepexecution", pk))
         if execution_id is not None

@@ -250,11 +250,13 @@ def failure(
             decision_id,
         )
         if decision_id is not None
-        else "the failure's text is where the runtime logged it"
+        else "the failure's text is where the runtime logged it (and under "
+        "\u201cWhy it failed\u201d, scrubbed, when the runtime sent it and this "
+        "deployment keeps it)"
     )
     return format_html(
         '<div class="ob-failure"><strong>{}</strong>{}<br>{}'
-        "<br><small>Only the category and the id are stored: {}.</small></div>",
+        "<br><small>Only the category and the id are stored with the execution: {}.</small></div>",
         category,
         format_html(" — {} <em>{}</em>", help_.meaning, help_.action) if help_ else "",
         reference,

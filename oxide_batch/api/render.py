@@ -18,6 +18,7 @@ from typing import Any
 from oxide_batch.api.logs import execution_logs, step_logs
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.worker import WorkerIdentity
@@ -47,6 +48,33 @@ def failure_data(
         "failure_id": failure.failure_id,
         "logs_url": None if link is None else link(failure.failure_id),
     }
+
+
+def detail_data(detail: FailureDetail | None, *, full: bool) -> dict[str, Any] | None:
+    """``FailureDetailOutput``: every member for a payload reader (``full``),
+    the type alone for any other reader (a viewer; contract §4.3)."""
+    if detail is None:
+        return None
+    if not full:
+        return {"type": detail.type}
+    return {
+        "type": detail.type,
+        "message": detail.message,
+        "traceback": detail.traceback,
+        "type_truncated": detail.type_truncated,
+        "message_truncated": detail.message_truncated,
+        "traceback_truncated": detail.traceback_truncated,
+    }
+
+
+def with_failure_detail(
+    data: dict[str, Any], detail: Callable[[], FailureDetail | None], *, full: bool
+) -> dict[str, Any]:
+    """An execution's or a step's answer with ``failure.detail`` (read by
+    ``detail`` only when there is a failure: no query otherwise)."""
+    if data["failure"] is not None:
+        data["failure"]["detail"] = detail_data(detail(), full=full)
+    return data
 
 
 def execution_data(record: ExecutionRecord) -> dict[str, Any]:

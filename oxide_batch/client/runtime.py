@@ -78,7 +78,10 @@ def _carrying(body: dict[str, Any], owner_token: bytes | None) -> dict[str, Any]
 def _failure(failure: FailureSummary | None) -> dict[str, Any] | None:
     if failure is None:
         return None
-    return {"category": failure.category.value, "failure_id": failure.failure_id}
+    sent: dict[str, Any] = {"category": failure.category.value, "failure_id": failure.failure_id}
+    if failure.detail is not None:
+        sent["detail"] = failure.detail.as_json()
+    return sent
 
 
 class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):

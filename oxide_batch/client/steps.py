@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -38,6 +39,7 @@ from oxide_batch.domain.errors import (
     VersionAhead,
 )
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.failure_detail import FailureDetail, bounded_for_sending
 from oxide_batch.domain.names import MAX_IDENTIFIER
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -82,11 +84,27 @@ def failure_category(error: BaseException) -> FailureCategory:
     return FailureCategory.USER_COMPONENT
 
 
+def exception_type(error: BaseException) -> str:
+    """The qualified name of ``error``'s class (``ValueError``, ``myjob.io.BadRow``)."""
+    cls = type(error)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def failure_detail(error: BaseException) -> FailureDetail:
+    """What the server is told of ``error``: its type, message and formatted
+    traceback, cut to the server's bounds (the server scrubs and keeps what its
+    ``OXIDE_BATCH_FAILURE_DETAIL`` allows)."""
+    formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return bounded_for_sending(FailureDetail(exception_type(error), str(error), formatted))
+
+
 def report_failure(error: BaseException, what: str) -> FailureSummary:
-    """A failure summary for ``error``; its text and traceback go to this
-    process's log (``oxide_batch.client.jobs``) under the failure id — never to
-    the server."""
-    summary = FailureSummary(failure_category(error), new_failure_id())
+    """A failure summary for ``error``, with its detail (:func:`failure_detail`,
+    sent with the failure); the text and traceback also go to this process's
+    log (``oxide_batch.client.jobs``) under the failure id."""
+    summary = FailureSummary(failure_category(error), new_failure_id(), failure_detail(error))
     log.error(
         "%s failed: failure_id=%d category=%s",
         what,

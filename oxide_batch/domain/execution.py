@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Self
 
@@ -15,6 +15,7 @@ from oxide_batch.domain.errors import (
     FinishedExecutionMissingEndTime,
     InvalidTimestampOrder,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.parameters import JobInstanceKey
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -85,10 +86,15 @@ class ExecutionTimestamps:
 
 @dataclass(frozen=True)
 class FailureSummary:
-    """A redacted failure: a category and an opaque failure id — never free text."""
+    """A redacted failure: a category and an opaque failure id — never free text.
+
+    ``detail`` is what a runtime sends with it (the exception's type, message and
+    traceback): never part of the row or of a comparison; the repository keeps
+    what the deployment allows of it, scrubbed, in a table of its own."""
 
     category: FailureCategory
     failure_id: int
+    detail: FailureDetail | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_identifier(IdentifierKind.FAILURE, self.failure_id)

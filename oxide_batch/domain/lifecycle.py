@@ -83,6 +83,11 @@ class LifecycleTransition:
     def stamped(self, at: datetime) -> LifecycleTransition:
         return self if self.at is not None else dataclasses.replace(self, at=at)
 
+    @property
+    def sends_detail(self) -> bool:
+        """Its failure carries the runtime's detail (contract §2, "Failure detail")."""
+        return self.failure is not None and self.failure.detail is not None
+
 
 def validate_expected_version(expected: int, actual: int) -> None:
     """``StaleVersion`` when the row moved on since the caller read it;

@@ -1,4 +1,4 @@
-"""Schema version 10 (issue 40 point 3): who runs an execution or a step —
+"""Schema version 11 (issue 40 point 3): who runs an execution or a step —
 the worker's host, process id, name and client (``worker_*``) on the
 execution and step rows, written with the claim (decision 310), and two
 partial indexes for the console's search by host and by worker name
@@ -9,7 +9,7 @@ database without them (``MigrationRequired``).
 
 from django.db import migrations, models
 
-VERSION = 10
+VERSION = 11
 
 
 def record(apps, schema_editor):
@@ -54,7 +54,7 @@ def worker_columns(model_name):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("oxide_batch", "0026_delivery_plural"),
+        ("oxide_batch", "0027_failure_detail"),
     ]
 
     operations = [

@@ -26,6 +26,7 @@ from oxide_batch.domain.execution import (
     Launch,
     StepExecution,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.fused import (
     fenced_transition_with_exit,
     started_on_creation,
@@ -51,6 +52,7 @@ from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.facts import newest_step_write
 from oxide_batch.repository.control import RECOVERY_EXECUTION_COLUMNS, execution_view_from_row
 from oxide_batch.repository.definitions import DefinitionOperations
+from oxide_batch.repository.failure_details import detail_to_keep, read_failure_detail
 from oxide_batch.repository.records import (
     CONTROL_COLUMNS,
     DECISION_COLUMNS,
@@ -69,6 +71,7 @@ from oxide_batch.repository.unit_of_work import operation
 
 JOB_INSTANCE = IdentifierKind.JOB_INSTANCE
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
+STEP_EXECUTION = IdentifierKind.STEP_EXECUTION
 UNRESOLVED_STATUS_VALUES = [status.value for status in sorted(UNRESOLVED_STATUSES)]
 
 
@@ -306,6 +309,18 @@ class ExecutionOperations(DefinitionOperations):
         return job_execution_from_row(row)
 
     @operation
+    def failure_detail(
+        self, job_execution_id: int, *, step_execution_id: int | None = None
+    ) -> FailureDetail | None:
+        """The newest detail kept of the execution's own failure (or of its step
+        ``step_execution_id``'s); ``None`` when none was kept. One statement."""
+        return read_failure_detail(
+            self._using,
+            self._id(JOB_EXECUTION, job_execution_id),
+            None if step_execution_id is None else self._id(STEP_EXECUTION, step_execution_id),
+        )
+
+    @operation
     def job_executions(self, job_instance_id: int) -> list[JobExecution]:
         """The instance's attempts in creation (attempt) order."""
         pk = self._id(JOB_INSTANCE, job_instance_id)
@@ -366,6 +381,9 @@ class ExecutionOperations(DefinitionOperations):
             ),
             activity=not by_operator,
             execution=True,
+            # Read only for a failure that carries a detail: a transition
+            # without one never reaches the detail's module (the hot path).
+            failure_detail=detail_to_keep(transition.failure) if transition.sends_detail else None,
         )
 
     @operation

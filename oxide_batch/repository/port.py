@@ -38,6 +38,7 @@ from oxide_batch.domain.execution import (
     Launch,
     StepExecution,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.flow import FlowDecision, FlowDecisionRequest, FlowTransitionKind
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.lifecycle import LifecycleTransition
@@ -145,6 +146,10 @@ class Executions(Protocol):
     def get_job_execution(self, job_execution_id: int) -> JobExecution: ...
     @read
     def job_executions(self, job_instance_id: int) -> list[JobExecution]: ...
+    @read
+    def failure_detail(
+        self, job_execution_id: int, *, step_execution_id: int | None = None
+    ) -> FailureDetail | None: ...
     @mutation(events.ExecutionTransitioned)
     def transition_job_execution(
         self,

@@ -383,8 +383,9 @@ class RetentionOperations(UnitOfWorkBase):
         hold or execution change is waited for, and none can start) and
         re-checks the full eligibility of every candidate; any change →
         ``RetentionPlanStale`` and nothing deleted.
-        Then one DELETE per table, child before parent. 7 statements for any
-        non-empty batch; an empty plan issues none.
+        Then one DELETE per table, child before parent — the failure details
+        first (counted with nothing: they are part of their executions). 8
+        statements for any non-empty batch; an empty plan issues none.
         """
         if plan.computed_digest() != plan.plan_digest:
             raise RetentionPlanStale()
@@ -395,6 +396,7 @@ class RetentionOperations(UnitOfWorkBase):
         ids = sorted(plan.instance_ids)
         if stale_candidates(plan, self._lock_and_observe(plan, ids)):
             raise RetentionPlanStale()
+        self._delete_owned(models.FailureDetail, "job_instance_id", ids)
         deleted = {
             kind: self._delete_owned(
                 model, "id" if kind == "job_instances" else "job_instance_id", ids

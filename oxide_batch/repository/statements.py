@@ -213,24 +213,47 @@ EXECUTION_EXTRAS = (
     "definition__manifest_digest",
 )
 _locked_executions: dict[tuple[Any, ...], SelectRow] = {}
+# The instance's parameters, read with the row by a failing transition that
+# carries a failure's detail (its hidden values are scrubbed from it): that
+# read only, never the hot path's (decision 304).
+PARAMETERS_EXTRA = "job_instance__identifying_parameters"
+_locked_with_parameters: dict[tuple[Any, ...], SelectRow] = {}
 
 
-def lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+def lock_execution(
+    connection: Any, columns: tuple[str, ...], *, parameters: bool = False
+) -> SelectRow:
     """The locking read of one job execution's ``columns`` together with what
     its answer shows beyond them (``EXECUTION_EXTRAS``): its definition (a join;
     only the execution row is locked) and its newest step write (a subquery on
     the steps' index led by the execution id). The API's answer to a
     transition, a claim or a control observation is then built from the row
     this read locked and the columns the operation wrote: the row is read once.
+    With ``parameters`` the instance's identifying parameters come too
+    (``PARAMETERS_EXTRA``, a join on the instance's primary key).
     """
     key = (connection.vendor, columns)
-    statement = _locked_executions.get(key)
+    cache = _locked_with_parameters if parameters else _locked_executions
+    statement = cache.get(("execution", *key) if parameters else key)
     if statement is None:
-        statement = _locked_executions[key] = _lock_execution(connection, columns)
+        statement = _lock_execution(connection, columns, parameters)
+        cache[("execution", *key) if parameters else key] = statement
     return statement
 
 
-def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+def _parameters_join(connection: Any, alias: str) -> tuple[str, str, models.Field[Any, Any]]:
+    """The join of a row's (``alias``) job instance and its selected parameters."""
+    quote = connection.ops.quote_name
+    instance = models_.JobInstance
+    field = _field(instance, "identifying_parameters")
+    join = (
+        f" LEFT JOIN {quote(instance._meta.db_table)} i "
+        f"ON i.{quote(_pk(instance).column)} = {alias}.{quote('job_instance_id')}"
+    )
+    return join, f"i.{quote(field.column)}", field
+
+
+def _lock_execution(connection: Any, columns: tuple[str, ...], parameters: bool) -> SelectRow:
     quote = connection.ops.quote_name
     execution, step, definition = models_.JobExecution, models_.StepExecution, models_.JobDefinition
     fields = [_field(execution, name) for name in columns]
@@ -251,16 +274,24 @@ def _lock_execution(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         ]
     )
     locking = " FOR NO KEY UPDATE OF e" if connection.vendor == "postgresql" else ""
+    join, extra_fields = "", []
+    extras: tuple[str, ...] = EXECUTION_EXTRAS
+    if parameters:
+        join, selected_parameters, field = _parameters_join(connection, "e")
+        selected += f", {selected_parameters}"
+        extra_fields, extras = [field], (*EXECUTION_EXTRAS, PARAMETERS_EXTRA)
     sql = (
         f"SELECT {selected} FROM {quote(execution._meta.db_table)} e "  # nosec B608 # quoted model identifiers
         f"LEFT JOIN {quote(definition._meta.db_table)} d "
-        f"ON {column('d', _pk(definition))} = {column('e', _field(execution, 'definition_id'))} "
-        f"WHERE {column('e', _pk(execution))} = %s{locking}"
+        f"ON {column('d', _pk(definition))} = {column('e', _field(execution, 'definition_id'))}"
+        f"{join} WHERE {column('e', _pk(execution))} = %s{locking}"
     )
-    all_fields = [*fields, step_activity, *definition_fields]
+    all_fields = [*fields, step_activity, *definition_fields, *extra_fields]
     decoders = _decoders(all_fields, connection.vendor)
-    name = _name("lock+extras", execution._meta.db_table, columns)
-    return SelectRow(name, sql, (*columns, *EXECUTION_EXTRAS), decoders)
+    name = _name(
+        "lock+extras" + ("+parameters" if parameters else ""), execution._meta.db_table, columns
+    )
+    return SelectRow(name, sql, (*columns, *extras), decoders)
 
 
 # What a step's locking read carries of its job execution: the user whose token
@@ -276,20 +307,28 @@ STEP_EXTRAS = (
 _locked_steps: dict[tuple[Any, ...], SelectRow] = {}
 
 
-def lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+def lock_step(connection: Any, columns: tuple[str, ...], *, parameters: bool = False) -> SelectRow:
     """The locking read of one step's ``columns`` together with its job
     execution's claimant (``STEP_EXTRAS``, a join on the execution's primary
     key; only the step row is locked): a runtime's step write checks who may
     write in the same one statement, so a chunk commit stays BEGIN, one locking
-    read, one write, COMMIT."""
+    read, one write, COMMIT. With ``parameters`` the instance's identifying
+    parameters come too (``PARAMETERS_EXTRA``)."""
     key = (connection.vendor, columns)
+    if parameters:
+        statement = _locked_with_parameters.get(("step", *key))
+        if statement is None:
+            statement = _locked_with_parameters[("step", *key)] = _lock_step(
+                connection, columns, parameters
+            )
+        return statement
     statement = _locked_steps.get(key)
     if statement is None:
-        statement = _locked_steps[key] = _lock_step(connection, columns)
+        statement = _locked_steps[key] = _lock_step(connection, columns, parameters)
     return statement
 
 
-def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+def _lock_step(connection: Any, columns: tuple[str, ...], parameters: bool) -> SelectRow:
     quote = connection.ops.quote_name
     step, execution = models_.StepExecution, models_.JobExecution
     fields = [_field(step, name) for name in columns]
@@ -302,15 +341,23 @@ def _lock_step(connection: Any, columns: tuple[str, ...]) -> SelectRow:
         [*(column("s", field) for field in fields), *(column("e", field) for field in joined)]
     )
     locking = " FOR NO KEY UPDATE OF s" if connection.vendor == "postgresql" else ""
+    join = ""
+    extras: tuple[str, ...] = STEP_EXTRAS
+    if parameters:
+        join, selected_parameters, field = _parameters_join(connection, "s")
+        selected += f", {selected_parameters}"
+        joined, extras = [*joined, field], (*STEP_EXTRAS, PARAMETERS_EXTRA)
     sql = (
         f"SELECT {selected} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
         f"JOIN {quote(execution._meta.db_table)} e "
-        f"ON {column('e', _pk(execution))} = {column('s', _field(step, 'job_execution_id'))} "
-        f"WHERE {column('s', _pk(step))} = %s{locking}"
+        f"ON {column('e', _pk(execution))} = {column('s', _field(step, 'job_execution_id'))}"
+        f"{join} WHERE {column('s', _pk(step))} = %s{locking}"
     )
     decoders = _decoders([*fields, *joined], connection.vendor)
-    name = _name("lock+claimant", step._meta.db_table, columns)
-    return SelectRow(name, sql, (*columns, *STEP_EXTRAS), decoders)
+    name = _name(
+        "lock+claimant" + ("+parameters" if parameters else ""), step._meta.db_table, columns
+    )
+    return SelectRow(name, sql, (*columns, *extras), decoders)
 
 
 def _pk(model: type[models.Model]) -> models.Field[Any, Any]:

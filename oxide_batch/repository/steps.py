@@ -42,6 +42,7 @@ from oxide_batch.domain.state import (
 )
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.domain.worker import WorkerIdentity
+from oxide_batch.repository.failure_details import detail_to_keep
 from oxide_batch.repository.plans import hold_to_declared_start_limit
 from oxide_batch.repository.records import (
     STEP_EXECUTION_COLUMNS,
@@ -430,6 +431,9 @@ class StepOperations(UnitOfWorkBase):
                 events.StepTransitioned(step=step, prior=prior.status, actor=self._actor),
             ),
             activity=True,
+            # Read only for a failure that carries a detail: a transition
+            # without one never reaches the detail's module (the hot path).
+            failure_detail=detail_to_keep(transition.failure) if transition.sends_detail else None,
         )
 
     @operation

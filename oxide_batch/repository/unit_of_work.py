@@ -36,11 +36,17 @@ from oxide_batch.domain.errors import (
 )
 from oxide_batch.domain.events import SERVICE, Actor, Event
 from oxide_batch.domain.evidence import claimed_by_another, instant_text
-from oxide_batch.domain.execution import ExecutionMetadata, JobExecution, StepExecution
+from oxide_batch.domain.execution import (
+    ExecutionMetadata,
+    FailureSummary,
+    JobExecution,
+    StepExecution,
+)
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository import hooks, outbox, statements
+from oxide_batch.repository.failure_details import insert_failure_detail
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, execution_columns, metadata_columns
 
@@ -376,12 +382,13 @@ class UnitOfWorkBase:
         return row
 
     def _lock_execution(
-        self, pk: int, columns: tuple[str, ...], cursor: Any = None
+        self, pk: int, columns: tuple[str, ...], cursor: Any = None, *, parameters: bool = False
     ) -> dict[str, Any] | None:
         """One locking read of a job execution with its extras
         (``statements.lock_execution``), kept as its image: the operation
         updates the returned row with what it writes."""
-        row = self._run(statements.lock_execution(self._connection, columns), pk, cursor)
+        statement = statements.lock_execution(self._connection, columns, parameters=parameters)
+        row = self._run(statement, pk, cursor)
         if row is not None:
             self._execution_images[pk] = row
             self._execution_in_hand = pk
@@ -392,11 +399,12 @@ class UnitOfWorkBase:
         return row
 
     def _lock_step(
-        self, pk: int, columns: tuple[str, ...], cursor: Any = None
+        self, pk: int, columns: tuple[str, ...], cursor: Any = None, *, parameters: bool = False
     ) -> dict[str, Any] | None:
         """One locking read of a step with its job execution's claimant
         (``statements.lock_step``), which :meth:`_check_claimant` reads."""
-        row = self._run(statements.lock_step(self._connection, columns), pk, cursor)
+        statement = statements.lock_step(self._connection, columns, parameters=parameters)
+        row = self._run(statement, pk, cursor)
         if row is not None and "job_execution_id" in row:
             self._execution_in_hand = row["job_execution_id"]
             self._remember_control(
@@ -552,9 +560,14 @@ class UnitOfWorkBase:
         facts: Callable[[E, E], Iterable[Event]],
         activity: bool = False,
         execution: bool = False,
+        failure_detail: FailureSummary | None = None,
     ) -> E:
         """The CAS every execution mutation shares: one locking read, the domain
         rule (``change``), one write of the changed columns (plus ``extra_columns``).
+
+        ``failure_detail``: a failure whose detail is kept (contract §2, "Failure
+        detail"): the locking read carries the instance's parameters and the
+        detail is inserted after the write — one INSERT more, nothing else.
 
         ``activity`` marks a runtime write (contract §2.5.3): it moves the row's
         ``last_activity_at`` to the write time (a step's, or a job execution's).
@@ -564,11 +577,12 @@ class UnitOfWorkBase:
         checked first (:meth:`_check_claimant`), before any rule. ``facts`` names
         what the write made true from the row as locked and as written.
         """
+        with_parameters = failure_detail is not None
         with self._connection.cursor() as cursor:
             if execution:
-                row = self._lock_execution(pk, columns, cursor)
+                row = self._lock_execution(pk, columns, cursor, parameters=with_parameters)
             else:
-                row = self._lock_step(pk, columns, cursor)
+                row = self._lock_step(pk, columns, cursor, parameters=with_parameters)
             if row is None:
                 raise not_found(pk)
             if execution:
@@ -592,6 +606,15 @@ class UnitOfWorkBase:
             if written:
                 self._write(model, pk, written, cursor=cursor)
                 row.update(written)
+        if failure_detail is not None:
+            insert_failure_detail(
+                self._using,
+                row,
+                failure_detail,
+                job_execution_id=pk if execution else row["job_execution_id"],
+                step_execution_id=None if execution else pk,
+                now=now,
+            )
         changed = current.with_state(metadata, version, now)
         if activity and not execution:
             # A step's own activity (its fresh copy: ``with_state`` made it).

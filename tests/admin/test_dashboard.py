@@ -23,9 +23,10 @@ from oxide_batch.selectors.unresolved import unresolved_executions
 pytestmark = pytest.mark.django_db
 
 URL = "admin:oxide_batch_dashboard"
-# Session and user, unresolved, per day, failures, the timeline, the partition
-# lookups and the grid: 10 on the demo, as before the pictures changed.
-QUERY_BOUND = 10
+# Session and user, unresolved, per day, failures, the newest failures with
+# their detail's type (issue 40), the timeline, the partition lookups and the
+# grid: 11 on the demo.
+QUERY_BOUND = 11
 
 VOID = {"meta", "link", "input", "br", "img", "hr", "rect", "circle", "path", "line"}
 
@@ -122,7 +123,7 @@ def test_every_table_scrolls_inside_its_own_box(admin_client, demo):
         for tag, _, ancestors in tree(page(admin_client, f"?execution={execution.pk}")).elements
         if tag == "table" and ("div", {"id": "content", "class": "colM"}) in ancestors
     ]
-    assert len(tables) == 4  # unresolved, per day, failures, steps
+    assert len(tables) == 5  # unresolved, per day, failures, newest failures, steps
     for ancestors in tables:
         assert any(t == "div" and "ob-scroll" in a.get("class", "").split() for t, a in ancestors)
 

@@ -274,7 +274,8 @@ def test_the_generated_client_drives_a_lifecycle(
 
         # -- the final states, read back with the generated GET operations.
         final = call(op["get_execution"], execution.id, client=c)
-        assert isinstance(final, m.Execution)
+        # GET executions/{id} and steps/{id} answer with the failure's detail (issue 40).
+        assert isinstance(final, m.ExecutionDetail)
         assert (final.status, final.exit_code, final.version) == (
             S.COMPLETED,
             "DONE",
@@ -282,7 +283,7 @@ def test_the_generated_client_drives_a_lifecycle(
         )
         assert final.ended_at is not None
         final_step = call(op["get_step"], step.id, client=c)
-        assert isinstance(final_step, m.Step)
+        assert isinstance(final_step, m.StepDetail)
         assert (final_step.status, final_step.exit_code, final_step.counts.committed) == (
             S.COMPLETED,
             "LOADED",

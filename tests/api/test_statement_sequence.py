@@ -277,3 +277,75 @@ def test_the_short_forms_are_one_locking_read_and_one_write_each(
     assert start.count("INSERT ob_step_execution") == 1, report
     assert not any(s.startswith("UPDATE ob_step_execution") for s in start), report
     assert "SELECT 1" not in " ".join(launch + start), report
+
+
+def test_a_failure_s_detail_is_one_insert_more_and_only_when_kept(
+    logged_server: tuple[str, Log],
+) -> None:
+    """Issue 40: a failing transition without a detail is what it was (its
+    locking read, its write, the run's outbox event); with a detail, the same
+    locking read (joining the instance's parameters), the same write and one
+    INSERT of the detail; a failing step likewise, without the outbox event."""
+    url, log = logged_server
+    api = f"{url}/api/v1"
+    token = token_for("detail-runtime", RUNTIME)
+    failure = {"category": "USER_COMPONENT", "failure_id": 7}
+    detail = {"type": "ValueError", "message": "bad row 17: password=hunter2"}
+    shapes: dict[str, list[str]] = {}
+    for name, sent in (("without", failure), ("with", {**failure, "detail": detail})):
+        status, _, launched = call(
+            f"{api}/launches",
+            token,
+            {"job_name": f"detail_{name}", "owner_token": HEX},
+        )
+        assert status == 201, launched
+        execution = launched["execution"]
+        status, _, step = call(
+            f"{api}/executions/{execution['id']}/steps",
+            token,
+            {"step_name": "load", "status": "STARTED", "owner_token": HEX},
+        )
+        assert status == 201, step
+        shapes[f"step {name}"] = sequence_of(
+            log,
+            lambda step=step, sent=sent: call(
+                f"{api}/steps/{step['id']}/transition",
+                token,
+                {"expected_version": step["version"], "status": "FAILED", "failure": sent},
+            ),
+        )
+        shapes[f"execution {name}"] = sequence_of(
+            log,
+            lambda execution=execution, sent=sent: call(
+                f"{api}/executions/{execution['id']}/transition",
+                token,
+                {
+                    "expected_version": execution["version"],
+                    "status": "FAILED",
+                    "failure": sent,
+                    "owner_token": HEX,
+                },
+            ),
+        )
+    report = "\n".join(f"{name}: {s}" for name, s in shapes.items())
+    for kind, locked, outbox in (
+        ("step", "ob_step_execution", []),
+        ("execution", "ob_job_execution", ["INSERT ob_notification_event"]),
+    ):
+        without = shapes[f"{kind} without"][1:]
+        assert without == [
+            "BEGIN",
+            f"SELECT {locked} FOR UPDATE",
+            f"UPDATE {locked}",
+            *outbox,
+            "COMMIT",
+        ], report
+        with_detail = shapes[f"{kind} with"][1:]
+        assert with_detail == [
+            "BEGIN",
+            f"SELECT {locked} FOR UPDATE",
+            f"UPDATE {locked}",
+            "INSERT ob_failure_detail",
+            *outbox,
+            "COMMIT",
+        ], report

@@ -123,9 +123,12 @@ def test_a_restart_takes_over_the_checkpoint_of_the_failed_attempt(
     assert step.step.counts.read == 150  # taken over, then advanced
 
 
-def test_an_exception_fails_step_and_job_with_one_failure_id_and_no_text_on_the_wire(
+def test_an_exception_fails_step_and_job_with_one_failure_id_and_its_text_only_as_the_detail(
     runtime: ScriptedClient, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The exception's text travels only as the failure's ``detail`` (issue 40:
+    the server scrubs it and keeps what its deployment allows); the log line
+    under the failure id stays."""
     secret = "customer 4711 card 4111-1111"
     run = runtime.job_run(JOB, PARAMETERS)
     steps: list[StepRun] = []
@@ -146,6 +149,16 @@ def test_an_exception_fails_step_and_job_with_one_failure_id_and_no_text_on_the_
     assert execution.failure is not None
     assert execution.failure.category is FailureCategory.USER_COMPONENT
     assert failed_step.failure == execution.failure  # one id tells the whole story
+    with_detail = [
+        body["failure"].pop("detail")
+        for _, _, body in runtime.sent
+        if isinstance(body, dict) and body.get("failure")
+    ]
+    assert len(with_detail) == 2  # the step's transition and the job's
+    for detail in with_detail:
+        assert detail["type"] == "tests.client.test_jobs.Boom"
+        assert detail["message"] == secret
+        assert detail["traceback"].startswith("Traceback (most recent call last)")
     assert secret not in json.dumps([body for _, _, body in runtime.sent])
     logged = [record for record in caplog.records if record.exc_info]
     assert len(logged) == 1

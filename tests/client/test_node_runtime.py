@@ -121,6 +121,14 @@ def test_the_node_runtime_fails_restarts_at_its_checkpoint_and_completes(
     (failed_step,) = models.StepExecution.objects.filter(job_execution=first)
     (done_step,) = models.StepExecution.objects.filter(job_execution=second)
     assert (failed_step.step_name, failed_step.status) == ("load", "FAILED")
+    # The error's detail went with the failure (issue 40): type and message kept.
+    detail = models.FailureDetail.objects.get(step_execution=failed_step)
+    assert (detail.type, detail.failure_id) == ("Error", failed_step.failure_id)
+    assert detail.message == "the reader failed before chunk 3 (--fail-after)"
+    assert detail.traceback is None  # the default keeps type and message
+    assert (
+        models.FailureDetail.objects.get(job_execution=first, step_execution=None).type == "Error"
+    )
     assert offset(failed_step) == FAIL_AFTER * CHUNK
     assert counts(failed_step) == {
         "read": FAIL_AFTER * CHUNK,

@@ -226,6 +226,14 @@ def test_a_failing_worker_fails_its_step_the_parent_and_the_job_under_its_failur
     execution = runtime.execution(run.execution.id)
     assert (execution.status, execution.exit_code) == (S.FAILED, "FAILED")
     assert execution.failure == failed.failure  # one failure id tells the whole story
+    # The exception's text travels only as the failure's detail (issue 40).
+    details = [
+        body["failure"].pop("detail")
+        for _, _, body in runtime.sent
+        if isinstance(body, dict) and body.get("failure") and "detail" in body["failure"]
+    ]
+    assert details
+    assert {detail["message"] for detail in details} == {secret}
     assert secret not in json.dumps([body for _, _, body in runtime.sent])
     logged = [record for record in caplog.records if record.exc_info]
     assert len(logged) == 1

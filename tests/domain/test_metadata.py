@@ -26,6 +26,7 @@ from oxide_batch.domain.errors import (
     NameTooLong,
     ZeroIdentifier,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from tests.domain.builders import FINISHED, MAX_I64, UNRESOLVED, at, failure
 
 S = BatchStatus
@@ -200,11 +201,17 @@ def test_a_failure_id_above_the_bigint_limit_is_out_of_range():
         FailureSummary(FailureCategory.USER_COMPONENT, MAX_I64 + 1)
 
 
-def test_a_failure_summary_holds_only_a_category_and_an_id():
-    assert [field.name for field in dataclasses.fields(FailureSummary)] == [
+def test_a_failure_summary_is_only_a_category_and_an_id():
+    """The summary a row stores; the runtime's ``detail`` rides beside it
+    (issue 40): never compared, never hashed, never in a row."""
+    assert [field.name for field in dataclasses.fields(FailureSummary) if field.compare] == [
         "category",
         "failure_id",
     ]
+    sent = FailureSummary(FailureCategory.USER_COMPONENT, 7, FailureDetail("E", "text"))
+    assert sent == FailureSummary(FailureCategory.USER_COMPONENT, 7)
+    assert hash(sent) == hash(FailureSummary(FailureCategory.USER_COMPONENT, 7))
+    assert "text" not in repr(sent)
 
 
 # ------------------------------------------------------------------- status predicates

@@ -20,9 +20,12 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.evidence import claimed_by_another
 from oxide_batch.domain.execution import StepExecution
 from oxide_batch.domain.fused import WriteControl
+from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
+from oxide_batch.repository.failure_details import detail_to_keep, scrubbed_detail
+from oxide_batch.repository.records import parameters_to_json
 from oxide_batch.repository.steps import StepState
-from tests.fakes.tables import ExecutionRow, InstanceRow, Tables, by_id
+from tests.fakes.tables import DetailRow, ExecutionRow, InstanceRow, Tables, by_id
 
 if TYPE_CHECKING:
     from tests.fakes import FakeJobRepository
@@ -168,3 +171,32 @@ class UnitOfWorkBase:
         rows = self._open().executions.values()
         found = [row for row in rows if row.execution.job_instance_id == job_instance_id]
         return sorted(found, key=lambda row: row.execution.attempt)
+
+    def _keep_failure_detail(
+        self,
+        job_instance_id: int,
+        job_execution_id: int,
+        step_execution_id: int | None,
+        transition: LifecycleTransition,
+        now: datetime,
+    ) -> None:
+        """What the adapter's failing transition keeps of its failure's detail,
+        scrubbed of the instance's hidden parameter values (the same rule)."""
+        failure = detail_to_keep(transition.failure)
+        if failure is None:
+            return
+        key = self._instance(job_instance_id).instance.key
+        detail = scrubbed_detail(failure, parameters_to_json(key))
+        if detail is None:
+            return
+        details = self._open().failure_details
+        pk = self._repository.next_id("failure_details")
+        details[pk] = DetailRow(
+            pk,
+            job_instance_id,
+            job_execution_id,
+            step_execution_id,
+            failure.failure_id,
+            detail,
+            now,
+        )

@@ -17,6 +17,7 @@ from oxide_batch.domain.execution import (
     JobInstanceSelection,
     Launch,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.fused import (
     WriteControl,
     fenced_transition_with_exit,
@@ -168,7 +169,23 @@ class ExecutionOperations(DefinitionOperations):
                 ),
                 exit_code,
             )
-        return self._write_execution(row, metadata, version, now, activity=not by_operator)
+        written = self._write_execution(row, metadata, version, now, activity=not by_operator)
+        self._keep_failure_detail(written.job_instance_id, written.id, None, transition, now)
+        return written
+
+    def failure_detail(
+        self, job_execution_id: int, *, step_execution_id: int | None = None
+    ) -> FailureDetail | None:
+        validate_identifier(IdentifierKind.JOB_EXECUTION, job_execution_id)
+        if step_execution_id is not None:
+            validate_identifier(IdentifierKind.STEP_EXECUTION, step_execution_id)
+        found = [
+            row
+            for row in self._open().failure_details.values()
+            if row.job_execution_id == job_execution_id
+            and row.step_execution_id == step_execution_id
+        ]
+        return max(found, key=lambda row: row.id).detail if found else None
 
     def enrich_job_exit_status(
         self, job_execution_id: int, expected_version: int, exit_code: str

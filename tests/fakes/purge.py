@@ -85,6 +85,9 @@ class PurgeOperations(UnitOfWorkBase):
             raise RetentionPlanStale()
         ids = set(plan.instance_ids)
         counts = self._purge_counts(ids)
+        details = tables.failure_details  # with their executions, counted with nothing
+        for pk in [pk for pk, row in details.items() if row.job_instance_id in ids]:
+            del details[pk]
         for table, instance_of in self._instance_tables():
             for pk in [pk for pk, row in table.items() if instance_of(row) in ids]:
                 del table[pk]

@@ -199,7 +199,11 @@ class StepOperations(UnitOfWorkBase):
         metadata, version = fenced_transition_with_exit(
             step, expected_version, transition.stamped(now), exit_code, runtime_job=False
         )
-        return self._write_step(step, metadata, version, now)
+        written = self._write_step(step, metadata, version, now)
+        self._keep_failure_detail(
+            step.job_instance_id, step.job_execution_id, step.id, transition, now
+        )
+        return written
 
     def enrich_step_exit_status(
         self, step_execution_id: int, expected_version: int, exit_code: str

@@ -17,6 +17,7 @@ from oxide_batch.domain.execution import (
     failed_at_after,
     stopping_at_after,
 )
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.flow import FlowDecision
 from oxide_batch.domain.operator import OperatorRecord
 from oxide_batch.domain.partitions import StepPartition
@@ -113,6 +114,19 @@ class InstanceRow:
 
 
 @dataclass(frozen=True)
+class DetailRow:
+    """A kept failure detail (``ob_failure_detail``)."""
+
+    id: int
+    job_instance_id: int
+    job_execution_id: int
+    step_execution_id: int | None
+    failure_id: int
+    detail: FailureDetail
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
 class AdminHistoryEntry:
     """One line of the admin's history (Django's ``LogEntry`` in the adapter)."""
 
@@ -177,6 +191,7 @@ class Tables:
     upgrades: dict[int, UpgradeRow] = field(default_factory=dict)
     flow_decisions: dict[int, DecisionRow] = field(default_factory=dict)
     partitions: dict[int, PartitionRow] = field(default_factory=dict)
+    failure_details: dict[int, DetailRow] = field(default_factory=dict)
 
     def copy(self) -> Tables:
         fresh = Tables()

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.admin.base import link
+from oxide_batch.admin.base import can_view_payload, link
 from oxide_batch.admin.casefile.notifications import notifications
 from oxide_batch.admin.casefile.recovery import recovery_panel
 from oxide_batch.admin.casefile.restart import restart_facts
@@ -28,6 +28,7 @@ from oxide_batch.admin.display import (
     when,
 )
 from oxide_batch.admin.eligibility import decision_reason, lease
+from oxide_batch.admin.failure_detail import shown_detail
 from oxide_batch.admin.lost_write import marker_text, resolve_form
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
@@ -36,6 +37,7 @@ from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors import casefile as casefile_reads
 from oxide_batch.selectors import console
+from oxide_batch.selectors.failure_details import failure_detail
 from oxide_batch.services import bootstrap
 
 UNRESOLVED = frozenset(status.value for status in UNRESOLVED_STATUSES)
@@ -84,6 +86,10 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     ]
     if obj.failure_category:
         facts.append(("Failure", execution_failure(obj)))
+        detail = failure_detail(obj.pk)  # one query, only for a failure
+        if detail is not None:
+            shown = shown_detail(detail, payload_reader=can_view_payload(request))
+            facts.append(("Why it failed", shown))
     if obj.failed_at is not None:
         facts.append(
             (

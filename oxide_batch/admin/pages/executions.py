@@ -25,6 +25,7 @@ from oxide_batch.admin.applicable import action_choices
 from oxide_batch.admin.base import (
     LINKED_ROWS,
     ReadOnlyAdmin,
+    can_view_payload,
     link,
     linked_rows,
     table,
@@ -44,6 +45,7 @@ from oxide_batch.admin.display import (
     when,
     when_short,
 )
+from oxide_batch.admin.failure_detail import failure_line
 from oxide_batch.admin.lost_write import URL_NAME as LOST_WRITE_URL
 from oxide_batch.admin.lost_write import resolve_lost_write_view
 from oxide_batch.admin.pages.common import (
@@ -61,6 +63,11 @@ from oxide_batch.domain.evidence import granted_ttl, unresolved_lost_write
 from oxide_batch.domain.names import escape_invisible
 from oxide_batch.domain.status import FailureCategory
 from oxide_batch.selectors import console, pages
+from oxide_batch.selectors.failure_details import (
+    failure_detail_annotations,
+    recent_failure_types,
+    with_failure_type,
+)
 from oxide_batch.selectors.failures import FAILED_WITHIN
 from oxide_batch.selectors.unresolved import needs_attention_queryset
 
@@ -131,6 +138,22 @@ class FailureCategoryFilter(admin.SimpleListFilter):
         return queryset
 
 
+class FailureTypeFilter(admin.SimpleListFilter):
+    """The exception type of a failure's detail (its own or a step's; exact):
+    the choices are the types of the newest details (one bounded query), and
+    any type may be given in the URL (``?failure_type=ValueError``)."""
+
+    title = "exception type"
+    parameter_name = "failure_type"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in recent_failure_types()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return with_failure_type(queryset, value) if value else queryset
+
+
 def triage_links(request: HttpRequest) -> list[dict[str, Any]]:
     """The "needs attention" choices as links for above the list (on a phone
     the filter sidebar sits below the whole list): each keeps the page's other
@@ -186,6 +209,7 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         "status",
         JobNameFilter,
         FailureCategoryFilter,
+        FailureTypeFilter,
         "created_at",
         InstanceFilter,
     )
@@ -252,7 +276,13 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return console.execution_list(super().get_queryset(request))
+        # The failure's type for everyone; its message's first line only for
+        # whoever may read payloads (contract §4.3, as the API shows it).
+        listed: QuerySet[Any] = console.execution_list(super().get_queryset(request))
+        shown: QuerySet[Any] = listed.annotate(
+            **failure_detail_annotations(with_message=can_view_payload(request))
+        )
+        return shown
 
     @admin.display(description="parameters")
     def run_parameters(self, obj: Any) -> SafeString:
@@ -296,6 +326,11 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
                     ago(obj.stop_requested_at, now),
                 )
             )
+        shown = failure_line(
+            getattr(obj, "failure_type", None), getattr(obj, "failure_message_head", None)
+        )
+        if shown:
+            parts.append(shown)
         if obj.failed_at is not None:
             parts.append(fate(obj, now, compact=True))
         logs = _logs_link(obj)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from oxide_batch.api.fields import (
     DigestField,
@@ -15,12 +17,19 @@ from oxide_batch.api.fields import (
     NameField,
     OwnerTokenField,
     StrictBooleanField,
+    StrictCharField,
     StrictIntegerField,
 )
 from oxide_batch.api.logs import execution_logs
 from oxide_batch.api.serializers.base import Input, K, Output, PageOutput, at, identifier, name
 from oxide_batch.api.serializers.worker import WorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import FailureSummary
+from oxide_batch.domain.failure_detail import (
+    MESSAGE_MAX_BYTES,
+    TRACEBACK_MAX_BYTES,
+    TYPE_MAX_BYTES,
+    FailureDetail,
+)
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind, parse_owner_token
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -69,9 +78,53 @@ def optional_exit_code(data: dict[str, Any]) -> str | None:
     return None if raw is None else name("exit_code", NameKind.EXIT_CODE, raw)
 
 
+class DetailTextField(StrictCharField):
+    """A string of a failure's detail: any text (NUL, control characters and lone
+    surrogates included) — the domain stores them as U+FFFD: a runtime reporting
+    a failure is never refused for what its exception said (decision 305)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [
+            validator
+            for validator in self.validators
+            if not isinstance(
+                validator, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator
+            )
+        ]
+
+
+def detail_text_field(max_bytes: int, help_text: str) -> DetailTextField:
+    return DetailTextField(
+        required=False,
+        allow_null=True,
+        help_text=(
+            f"{help_text} Kept up to {max_bytes} UTF-8 bytes (longer: cut at a character "
+            "boundary, ending `… [truncated N bytes]`); secrets scrubbed before it is stored; "
+            "control characters but newline and tab stored as U+FFFD."
+        ),
+    )
+
+
+# contract §2, "Failure detail" (decisions 300-306).
+class FailureDetailInput(Input):
+    """What the runtime knows of the failure: each member optional. Kept as the
+    deployment's `OXIDE_BATCH_FAILURE_DETAIL` allows (`off`: nothing; `message`,
+    the default: type and message; `traceback`: all three), scrubbed of secret
+    shapes, of the deployment's patterns and of the instance's hidden parameter
+    values."""
+
+    type = detail_text_field(
+        TYPE_MAX_BYTES, "The exception's type (its qualified name, e.g. `builtins.ValueError`)."
+    )
+    message = detail_text_field(MESSAGE_MAX_BYTES, "The exception's message.")
+    traceback = detail_text_field(TRACEBACK_MAX_BYTES, "The formatted traceback (or stack).")
+
+
 class FailureInput(Input):
     category = EnumField(FailureCategory)
     failure_id = IdField()
+    detail = FailureDetailInput(required=False, allow_null=True)
 
 
 class CarriesOwnerToken(Input):
@@ -105,7 +158,9 @@ class TransitionInput(Input):
         if data.get("failure") is not None:
             raw = data["failure"]
             identifier("failure.failure_id", K.FAILURE, raw["failure_id"])
-            failure = FailureSummary(raw["category"], raw["failure_id"])
+            sent = raw.get("detail")
+            detail = None if sent is None else FailureDetail(**sent)
+            failure = FailureSummary(raw["category"], raw["failure_id"], detail)
         transition = LifecycleTransition(
             data["status"], failure=failure, terminal_rollback=data["terminal_rollback"]
         )
@@ -170,6 +225,32 @@ class FailureOutput(Output):
     def get_logs_url(self, failure: Any) -> str | None:
         # Filled in by the execution's or the step's answer, which knows the row.
         return None
+
+
+class FailureDetailOutput(Output):
+    """The failure's detail as kept (scrubbed, bounded). A reader without the
+    payload permission (a viewer) is shown `type` alone."""
+
+    type = serializers.CharField(allow_null=True)
+    message = serializers.CharField(allow_null=True, required=False)
+    traceback = serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="Kept with `OXIDE_BATCH_FAILURE_DETAIL=traceback`.",
+    )
+    type_truncated = serializers.BooleanField(required=False)
+    message_truncated = serializers.BooleanField(required=False)
+    traceback_truncated = serializers.BooleanField(required=False)
+
+
+class FailureWithDetailOutput(FailureOutput):
+    detail = FailureDetailOutput(
+        allow_null=True,
+        help_text=(
+            "What the runtime said about the failure, as kept (null: nothing kept). "
+            "Only in the answers of `GET executions/{id}` and `GET steps/{id}`."
+        ),
+    )
 
 
 class DefinitionRefOutput(Output):
@@ -310,6 +391,13 @@ class ExecutionOutput(Output):
         if data.get("failure") is not None:
             data["failure"]["logs_url"] = execution_logs(instance)(data["failure"]["failure_id"])
         return data
+
+
+class ExecutionDetailOutput(ExecutionOutput):
+    """A job execution as `GET executions/{id}` answers it: its failure with
+    the failure's detail."""
+
+    failure = FailureWithDetailOutput(source="execution.failure", allow_null=True)
 
 
 class ExecutionWriteOutput(ExecutionOutput):

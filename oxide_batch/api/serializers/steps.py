@@ -20,6 +20,7 @@ from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CountsOutput,
     FailureOutput,
+    FailureWithDetailOutput,
     WriteControlOutput,
     carried_owner_field,
     carried_owner_token,
@@ -195,6 +196,13 @@ class StepOutput(Output):
         if data.get("failure") is not None:
             data["failure"]["logs_url"] = step_logs(instance)(data["failure"]["failure_id"])
         return data
+
+
+class StepDetailOutput(StepOutput):
+    """A step execution as `GET steps/{id}` answers it: its failure with the
+    failure's detail."""
+
+    failure = FailureWithDetailOutput(allow_null=True)
 
 
 class StepCreatedOutput(StepOutput):

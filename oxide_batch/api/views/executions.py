@@ -36,6 +36,7 @@ from oxide_batch.selectors.executions import (
     executions,
     with_extras,
 )
+from oxide_batch.selectors.failure_details import failure_detail
 from oxide_batch.selectors.instances import instance_exists, instance_record
 from oxide_batch.selectors.restart_plan import execution_restart_plan, plan_document
 
@@ -151,14 +152,23 @@ class ExecutionView(BatchView):
     @endpoint(
         operation_id="get_execution",
         summary="One job execution",
+        description=(
+            "`failure.detail`: what the runtime said about the failure, as kept — every "
+            "member for a payload reader (runtimes, operators), `type` alone for a viewer."
+        ),
         permission=VIEW_BATCH,
-        ok={200: s.ExecutionOutput},
+        ok={200: s.ExecutionDetailOutput},
         errors={404: ("job_execution_not_found",)},
         path_ids=True,
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: int) -> Response:
-        return Response(render.execution_data(execution_record(execution_id)))
+        data = render.execution_data(execution_record(execution_id))
+        return Response(
+            render.with_failure_detail(
+                data, lambda: failure_detail(execution_id), full=may_see_payloads(request)
+            )
+        )
 
 
 class ExecutionRestartPlanView(BatchView):

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from oxide_batch.api import render
 from oxide_batch.api import serializers as s
+from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.views.base import (
     PAGE_PARAMETERS,
@@ -22,6 +23,7 @@ from oxide_batch.api.views.base import (
 from oxide_batch.domain.errors import JobExecutionNotFound
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH, VIEW_BATCH_PAYLOAD
 from oxide_batch.selectors.executions import execution_exists
+from oxide_batch.selectors.failure_details import failure_detail
 from oxide_batch.selectors.steps import step_from_row, step_record, steps
 
 
@@ -127,14 +129,25 @@ class StepView(BatchView):
     @endpoint(
         operation_id="get_step",
         summary="One step execution",
+        description=(
+            "`failure.detail`: what the runtime said about the failure, as kept — every "
+            "member for a payload reader (runtimes, operators), `type` alone for a viewer."
+        ),
         permission=VIEW_BATCH,
-        ok={200: s.StepOutput},
+        ok={200: s.StepDetailOutput},
         errors={404: ("step_execution_not_found",)},
         path_ids=True,
         tags=["steps"],
     )
     def get(self, request: Request, step_id: int) -> Response:
-        return Response(render.step_data(step_record(step_id)))
+        step = step_record(step_id)
+        return Response(
+            render.with_failure_detail(
+                render.step_data(step),
+                lambda: failure_detail(step.job_execution_id, step.id),
+                full=may_see_payloads(request),
+            )
+        )
 
 
 class StepTransitionView(BatchView):

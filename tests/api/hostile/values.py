@@ -25,12 +25,23 @@ OPAQUE_MEMBER = re.compile(r"(^|\.)payload$")
 # (partition keys are "1–128 UTF-8 bytes, compared byte for byte, nothing else
 # is checked", oxide_batch.domain.partitions).
 ADMITS_CONTROL = re.compile(r"^entries\.\d+\.key$")
+# String members whose contract stores any text, sanitised and cut to its bound
+# (a failure's detail, contract §2, decision 305: a runtime reporting a failure
+# is never refused for what its exception said): control characters, lone
+# surrogates and a huge string are accepted there — tests/api/test_failure_detail_api.py
+# checks what is stored; a value of another JSON type is still a 400.
+SANITISED = re.compile(r"^failure\.detail\.(type|message|traceback)$")
 NUL_AND_CONTROLS = ("\x00", "\x01", "\x08", "\x1b", "\x1f", "\x7f", "\x85", "\x9f")
 SURROGATES = ("\ud800", "\udfff", "\udbff\udbff")
 
 
 def string_values(node: dict[str, Any], base: Any, member: str) -> Iterator[tuple[str, Any]]:
     text = base if isinstance(base, str) and base else "x"
+    if SANITISED.match(member):
+        yield "integer for a string", 1
+        yield "boolean for a string", True
+        yield "array for a string", [text]
+        return
     controls = ("\x00",) if ADMITS_CONTROL.match(member) else NUL_AND_CONTROLS
     for character in controls:
         code = f"U+{ord(character):04X}"
