@@ -22,7 +22,7 @@ from oxide_batch.admin import svg
 from oxide_batch.admin.actions.selection import action_url
 from oxide_batch.admin.applicable import EXECUTION_ACTIONS
 from oxide_batch.admin.base import can, can_view, can_view_payload, change_url, parse_id
-from oxide_batch.admin.display import ago, badge, human, when
+from oxide_batch.admin.display import LogPlace, ago, badge, human, logs_url, when
 from oxide_batch.admin.failure_detail import failure_line
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.failures import failure_help
@@ -105,6 +105,7 @@ def dashboard_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
             "link": change_url("jobexecution", row["id"]),
             "failed": when(row["failed_at"], now),
             "why": failure_line(row["failure_type"], row.get("failure_message_head")),
+            "logs": _newest_failure_logs(row),
         }
         for row in newest_failures(now - FAILED_WITHIN, with_message=payload_reader)
     ]
@@ -192,3 +193,19 @@ def _query(request: HttpRequest, **changes: str | None) -> str:
 
 def _int(text: str | None) -> int | None:
     return parse_id(text)
+
+
+def _newest_failure_logs(row: dict[str, Any]) -> str | None:
+    """ "Open the logs" of a newest failure (decision 316), from its row's own
+    columns; ``None`` without a template, or for a failure a recovery decision
+    wrote (no log holds its id)."""
+    if not row["failure_id"] or row["recovery_decision_id"] is not None:
+        return None
+    return logs_url(
+        row["failure_id"],
+        execution_id=row["id"],
+        job_name=row["job_name"],
+        place=LogPlace(
+            host=row["worker_host"], started_at=row["started_at"], ended_at=row["ended_at"]
+        ),
+    )

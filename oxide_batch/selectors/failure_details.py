@@ -108,6 +108,12 @@ def newest_failures(cutoff: datetime, *, with_message: bool) -> list[dict[str, A
             "failure_category",
             "failed_at",
             "failure_type",
+            # Where its text is (the log link, decision 316): the row's own columns.
+            "failure_id",
+            "recovery_decision_id",
+            "worker_host",
+            "started_at",
+            "ended_at",
             *(["failure_message_head"] if with_message else []),
         )[:NEWEST_FAILURES_SHOWN]
     )

@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
 from django.urls import reverse
 
+from oxide_batch import models
 from oxide_batch.domain import BatchStatus, LifecycleTransition
 from oxide_batch.domain.execution import FailureSummary
 from oxide_batch.domain.failure_detail import FailureDetail
@@ -132,3 +133,30 @@ def test_the_dashboard_shows_the_newest_failures_at_a_constant_cost(operator_cli
     with CaptureQueriesContext(connection) as queries:
         operator_client.get(url)
     assert len(queries.captured_queries) == before
+
+
+def test_the_dashboard_names_each_newest_failure_s_host_and_links_its_logs(operator_client):
+    """Issue 40 point 5: the dashboard's newest failures show the host that ran
+    the execution and "Open the logs" built from the template, from the rows'
+    own columns — no query more than without them."""
+    url = reverse("admin:oxide_batch_dashboard")
+    template = "https://logs.example.com/?q={failure_id}&host={host}&from={started_at}"
+    execution_id = failed("ValueError", "2026-08-05")
+    with CaptureQueriesContext(connection) as queries:
+        operator_client.get(url)
+    without = len(queries.captured_queries)
+    models.JobExecution.objects.filter(pk=execution_id).update(worker_host="worker 3&a")
+    with (
+        override_settings(OXIDE_BATCH_FAILURE_URL_TEMPLATE=template),
+        CaptureQueriesContext(connection) as queries,
+    ):
+        html = operator_client.get(url).content.decode()
+    assert len(queries.captured_queries) == without
+    newest = html.split('id="ob-newest-failures"', 1)[1].split("</table>", 1)[0]
+    assert "<td>worker 3&amp;a</td>" in newest
+    assert 'href="https://logs.example.com/?q=17&amp;host=worker%203%26a&amp;from=' in newest
+    assert ">Open the logs</a>" in newest
+    # Without a template the column says so, and links nothing.
+    html = operator_client.get(url).content.decode()
+    newest = html.split('id="ob-newest-failures"', 1)[1].split("</table>", 1)[0]
+    assert "Open the logs" not in newest
