@@ -29,13 +29,13 @@ MIN_HIDDEN_VALUE_CHARS = 4
 
 # The key of a pair whose value is a secret: ``password=…``, ``"api_key": "…"``,
 # ``DB_PASSWORD: …``, ``aws_secret_access_key = …`` (bounded affixes).
-_SECRET_WORD = (
+_SENSITIVE_WORD = (
     r"(?:password|passwd|pwd|passphrase|token|secret|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|signature)"
 )
 # The match begins at the secret word (``DB_`` of ``DB_PASSWORD`` stays before it,
 # untouched): a bounded prefix tried at every position was a quadratic cost.
-_KEY = rf"(?:{_SECRET_WORD}[A-Za-z0-9_.-]{{0,40}})"
+_KEY = rf"(?:{_SENSITIVE_WORD}[A-Za-z0-9_.-]{{0,40}})"
 _QUOTED_VALUE = r"(?:\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?)"
 _BARE_VALUE = r"[^\s,;&'\"}\])]{1,4096}"
 
