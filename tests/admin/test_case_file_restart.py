@@ -51,6 +51,15 @@ def test_a_failed_execution_shows_its_restart_plan_linked_to_the_earlier_steps(
     assert f'<a href="{change("jobexecution", failed.id)}">attempt 1</a>' in plan
 
 
+def test_a_failure_before_any_step_says_the_restart_runs_every_step(admin_client, repo, clock):
+    started = move(repo, launch(repo, key(run="no-step")), S.STARTED, clock=clock)
+    failed = move(repo, started, S.FAILED, clock=clock)
+    plan = _case(_page(admin_client, failed.id)).split("<dt>Restart plan</dt>", 1)[1]
+    assert "recorded no step" in plan
+    assert "runs every step afresh" in plan
+    assert "would:" not in plan.split("</dd>", 1)[0]
+
+
 def test_a_running_execution_has_no_restart_plan(admin_client, repo, clock):
     running = move(repo, launch(repo, key(run="running")), S.STARTED, clock=clock)
     assert "Restart plan" not in _case(_page(admin_client, running.id))

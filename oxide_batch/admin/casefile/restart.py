@@ -61,6 +61,12 @@ def _plan(execution_id: int) -> SafeString:
         else format_html("{}", "")
     )
     if not rows:
+        if plan.refusal is None:
+            verdict = format_html(
+                "{}",
+                "A restart would be accepted. This attempt recorded no step, so the "
+                "next attempt (same definition) runs every step afresh.",
+            )
         return format_html("<p>{}</p>", verdict)
     return format_html(
         '<div class="ob-restart ob-plan"><p>{}</p>{}{}</div>',
