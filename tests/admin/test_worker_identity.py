@@ -59,7 +59,7 @@ def test_an_owner_without_identity_keeps_the_claimant_line(admin_client, demo, r
         launched = uow.launch_job_execution(key(job="plain"), bytes(16)).execution
         uow.commit()
     owner = _case(admin_client, launched.id).split("<dt>Owner</dt><dd>", 1)[1]
-    assert owner.startswith("owner recorded (no user recorded), ")
+    assert owner.startswith("owner recorded (no runtime user), ")
     assert "ob-host" not in owner.split("</dd>", 1)[0]
 
 

@@ -149,7 +149,7 @@ def claimant_of(obj: Any) -> SafeString:
         return format_html("claimed by user <strong>{}</strong>", name)
     if obj.owner_user_id is not None:
         return format_html("claimed by user #{} (the account no longer exists)", obj.owner_user_id)
-    return format_html("{}", "owner recorded (no user recorded)")
+    return format_html("{}", "owner recorded (no runtime user)")
 
 
 def worker_of(obj: Any) -> SafeString:
