@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from oxide_batch.domain.durations import parse_duration
 from oxide_batch.domain.errors import DomainError, NotFound
-from oxide_batch.domain.names import NameKind, validate_name
+from oxide_batch.domain.names import NameKind, validate_new_name
 
 MIN_DURATION = timedelta(seconds=1)
 MAX_DURATION = timedelta(days=3650)
@@ -128,8 +128,9 @@ def deadline_rule(
     """Validate a rule's fields (``DeadlineInvalid`` names the field): at
     least one of ``max_duration`` and ``expect_every``; ``by`` only with
     ``expect_every``, which is then whole days; ``zone`` only with ``by``
-    (default UTC). The job name is checked as every job name is."""
-    validate_name(job_name, NameKind.JOB)
+    (default UTC). The job name is checked as every job name being written is
+    (visible: decision 201)."""
+    validate_new_name(job_name, NameKind.JOB)
     if max_duration is None and expect_every is None:
         raise DeadlineInvalid(
             field="deadline", reason="give --max-duration, --expect-every or both"

@@ -339,3 +339,17 @@ def test_the_list_is_one_query(deadlines) -> None:
         rules = deadlines.rules()
     assert [rule.job_name for rule in rules] == [f"job{n}" for n in range(5)]
     assert len(captured.captured_queries) == 1
+
+
+@pytest.mark.parametrize("job_name", ["night\u200bly", "night\u2028ly", "\u202enightly"])
+def test_an_invisible_job_name_is_refused_as_every_written_name_is(job_name) -> None:
+    """Decision 201's rule holds for the command as for the console and the
+    API: a job name with a format character or a line separator is refused,
+    by index, and nothing is written."""
+    with pytest.raises(CommandError) as raised:
+        call_command(
+            "batch_deadlines", "set", job_name, "--max-duration", "2h", stdout=io.StringIO()
+        )
+    assert raised.value.returncode == 2
+    assert "name_contains_invisible" in str(raised.value)
+    assert not models.JobDeadline.objects.exists()
