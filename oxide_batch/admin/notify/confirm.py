@@ -28,6 +28,7 @@ from oxide_batch.roles import MANAGE_NOTIFICATIONS
 from oxide_batch.services.audit import Actor
 
 TEMPLATE = "admin/oxide_batch/notify_confirm.html"
+FORM_TEMPLATE = "admin/oxide_batch/notify_form.html"
 
 
 def change_by(request: HttpRequest) -> ChangeBy:
@@ -107,6 +108,21 @@ def confirm(
             "back": back,
         },
     )
+
+
+def form_page(
+    request: HttpRequest,
+    context: dict[str, Any],
+    form: Any,
+    *,
+    title: str,
+    button: str,
+    intro: str,
+) -> TemplateResponse:
+    """A notification form's page (adding a rule, setting deadlines): the
+    form with its errors, under ``intro``, submitted by ``button``."""
+    page = {**context, "title": title, "form": form, "button": button, "intro": intro}
+    return TemplateResponse(request, FORM_TEMPLATE, page)
 
 
 def gone(request: HttpRequest, what: str, listing: str) -> HttpResponse:

@@ -17,18 +17,15 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.admin.notify.confirm import NotifyAction, change_by, may_manage
+from oxide_batch.admin.notify.confirm import NotifyAction, change_by, form_page, may_manage
 from oxide_batch.domain.deadlines import DeadlineInvalid
 from oxide_batch.domain.durations import duration_text
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.names import NameKind, validate_new_name
 from oxide_batch.services.deadlines import Deadlines
-
-FORM_TEMPLATE = "admin/oxide_batch/notify_form.html"
 
 
 class DeadlineForm(forms.Form):
@@ -129,21 +126,18 @@ def set_deadline_view(request: HttpRequest, context: dict[str, Any]) -> HttpResp
     else:
         job = request.GET.get("job", "")[:128]
         form = DeadlineForm(initial=initial_of(job) if job else None)
-    return TemplateResponse(
+    return form_page(
         request,
-        FORM_TEMPLATE,
-        {
-            **context,
-            "title": "Set a job's deadlines",
-            "form": form,
-            "button": "Set the deadlines",
-            "intro": (
-                "Give a maximum duration, an expected completion period, or both; they "
-                "replace the job's deadlines, if it has some, and its periods start now — "
-                "as manage.py batch_deadlines set does it, audited with your name. The "
-                "watchdog's pass raises the events."
-            ),
-        },
+        context,
+        form,
+        title="Set a job's deadlines",
+        button="Set the deadlines",
+        intro=(
+            "Give a maximum duration, an expected completion period, or both; they "
+            "replace the job's deadlines, if it has some, and its periods start now — "
+            "as manage.py batch_deadlines set does it, audited with your name. The "
+            "watchdog's pass raises the events."
+        ),
     )
 
 

@@ -10,15 +10,16 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.admin.base import ReadOnlyAdmin, link, parse_id
+from oxide_batch.admin.base import link, parse_id
 from oxide_batch.admin.display import when
-from oxide_batch.admin.notify.confirm import NotifyAction, change_by, confirm, may_manage
+from oxide_batch.admin.notify.base import NotifyAdmin
+from oxide_batch.admin.notify.confirm import NotifyAction, change_by
 from oxide_batch.admin.pages.common import moment
 from oxide_batch.services.notify_rules import NotificationRules
 
@@ -111,7 +112,7 @@ REDELIVER = NotifyAction(
 
 
 @admin.register(models.NotificationDelivery)
-class NotificationDeliveryAdmin(ReadOnlyAdmin):
+class NotificationDeliveryAdmin(NotifyAdmin):
     list_display = (
         "webhook_id",
         "shown_state",
@@ -127,7 +128,6 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
     search_fields = ("=webhook_id",)
     search_help_text = "A delivery's webhook-id (msg_…)."
     ordering = ("-id",)
-    change_form_template = "admin/oxide_batch/notify_change_form.html"
     fields = (
         "webhook_id",
         "shown_state",
@@ -165,39 +165,21 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
 
     def act_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         found = models.NotificationDelivery.objects.filter(pk=object_id).first()
-        if found is None:
-            raise Http404(f"There is no delivery #{object_id}: it never existed, or it was purged.")
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "subject": found.webhook_id,
-        }
-        back = reverse("admin:oxide_batch_notificationdelivery_change", args=[found.pk])
-        return confirm(request, context, found, REDELIVER, back)
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        extra = {**(extra_context or {}), "notify_actions": self._actions(request, object_id)}
-        return super().change_view(request, object_id, form_url, extra)
-
-    @staticmethod
-    def _actions(request: HttpRequest, object_id: str) -> SafeString:
-        pk = parse_id(object_id)
-        if pk is None or not may_manage(request):
-            return format_html("{}", "")
-        if not models.NotificationDelivery.objects.filter(pk=pk, state="dead").exists():
-            return format_html("{}", "")
-        url = reverse("admin:oxide_batch_notificationdelivery_act", args=[pk])
-        return format_html(
-            '<div class="submit-row ob-notify-actions"><a class="button" href="{}">{}</a></div>',
-            url,
-            "Deliver again…",
+        return self.act_on(
+            request,
+            found,
+            REDELIVER,
+            subject=found.webhook_id if found else "",
+            back=reverse("admin:oxide_batch_notificationdelivery_change", args=[object_id]),
+            missing=(f"delivery #{object_id}", "purged"),
         )
+
+    def action_links(self, request: HttpRequest, pk: int) -> list[tuple[str, str]]:
+        """Deliver again, for a dead delivery."""
+        if not models.NotificationDelivery.objects.filter(pk=pk, state="dead").exists():
+            return []
+        url = reverse("admin:oxide_batch_notificationdelivery_act", args=[pk])
+        return [(url, "Deliver again…")]
 
     @admin.display(description="state", ordering="state")
     def shown_state(self, obj: models.NotificationDelivery) -> SafeString:

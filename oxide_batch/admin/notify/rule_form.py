@@ -22,11 +22,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
-from oxide_batch.admin.notify.confirm import change_by, may_manage
+from oxide_batch.admin.notify.confirm import change_by, form_page, may_manage
 from oxide_batch.domain.notifications import Destination, EventKind, NotificationRuleInvalid
 from oxide_batch.services.notify_rules import NotificationRules, new_rule
 
-FORM_TEMPLATE = "admin/oxide_batch/notify_form.html"
 ADDED_TEMPLATE = "admin/oxide_batch/notify_rule_added.html"
 WEBHOOK, EMAIL = Destination.WEBHOOK.value, Destination.EMAIL.value
 
@@ -147,21 +146,18 @@ def add_rule_view(request: HttpRequest, context: dict[str, Any]) -> HttpResponse
             )
             add_never_cache_headers(page)
             return page
-    page = TemplateResponse(
+    page = form_page(
         request,
-        FORM_TEMPLATE,
-        {
-            **context,
-            "title": "Add a notification rule",
-            "form": form,
-            "button": "Add the rule",
-            "intro": (
-                "Who hears what: the rule sends each event of the kinds ticked, of a job "
-                "whose name matches a pattern, to one destination — validated and stored as "
-                "manage.py batch_notifications add does it (the destination encrypted, never "
-                "shown again), audited with your name."
-            ),
-        },
+        context,
+        form,
+        title="Add a notification rule",
+        button="Add the rule",
+        intro=(
+            "Who hears what: the rule sends each event of the kinds ticked, of a job "
+            "whose name matches a pattern, to one destination — validated and stored as "
+            "manage.py batch_notifications add does it (the destination encrypted, never "
+            "shown again), audited with your name."
+        ),
     )
     add_never_cache_headers(page)
     return page

@@ -18,9 +18,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
-from oxide_batch.admin.base import ReadOnlyAdmin, linked_rows, parse_id
+from oxide_batch.admin.base import linked_rows
 from oxide_batch.admin.display import when
-from oxide_batch.admin.notify.confirm import confirm, gone, may_manage
+from oxide_batch.admin.notify.base import NotifyAdmin
 from oxide_batch.admin.notify.rule_actions import ACTIONS, with_counts
 from oxide_batch.admin.notify.rule_form import add_rule_view
 from oxide_batch.admin.pages.common import moment
@@ -29,14 +29,13 @@ AUDIT_HEADERS = ("when", "change", "by", "details")
 
 
 @admin.register(models.NotificationRule)
-class NotificationRuleAdmin(ReadOnlyAdmin):
+class NotificationRuleAdmin(NotifyAdmin):
     list_display = ("name", "jobs", "events", "sends_to", "state", "deliveries", "changed")
     list_filter = ("enabled", "destination")
     search_fields = ("name",)
     search_help_text = "A rule's name."
     ordering = ("name",)
-    change_form_template = "admin/oxide_batch/notify_change_form.html"
-    change_list_template = "admin/oxide_batch/notify_change_list.html"
+    add_link = ("oxide_batch_notificationrule_new", "Add a notification rule")
     fields = (
         "name",
         "jobs",
@@ -69,41 +68,23 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
         ]
 
     def new_view(self, request: HttpRequest) -> HttpResponse:
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "back": reverse("admin:oxide_batch_notificationrule_changelist"),
-        }
-        return add_rule_view(request, context)
+        back = reverse("admin:oxide_batch_notificationrule_changelist")
+        return add_rule_view(request, self.console_context(request, back=back))
 
     def act_view(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
         chosen = ACTIONS.get(action)
         if chosen is None:
             raise Http404(f"There is no action {action[:20]!r} on a rule.")
-        listing = reverse("admin:oxide_batch_notificationrule_changelist")
         found = with_counts(models.NotificationRule.objects.filter(pk=object_id)).first()
-        if found is None:
-            if request.method == "POST":
-                return gone(request, f"rule #{object_id}", listing)
-            raise Http404(f"There is no rule #{object_id}: it never existed, or it was removed.")
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "subject": found.name,
-        }
-        back = reverse("admin:oxide_batch_notificationrule_change", args=[found.pk])
-        return confirm(request, context, found, chosen, back, listing)
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        extra = dict(extra_context or {})
-        if may_manage(request):
-            extra["notify_add"] = (
-                reverse("admin:oxide_batch_notificationrule_new"),
-                "Add a notification rule",
-            )
-        return super().changelist_view(request, extra)
+        return self.act_on(
+            request,
+            found,
+            chosen,
+            subject=found.name if found else "",
+            back=reverse("admin:oxide_batch_notificationrule_change", args=[object_id]),
+            missing=(f"rule #{object_id}", "removed"),
+            listing=reverse("admin:oxide_batch_notificationrule_changelist"),
+        )
 
     @admin.display(description="jobs")
     def jobs(self, obj: models.NotificationRule) -> SafeString:
@@ -155,23 +136,8 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
             query=f"q={obj.name}",
         )
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        extra = {**(extra_context or {}), "notify_actions": self._actions(request, object_id)}
-        return super().change_view(request, object_id, form_url, extra)
-
-    @staticmethod
-    def _actions(request: HttpRequest, object_id: str) -> SafeString:
-        """The actions the rule offers who may manage notifications (each
-        confirmation page reads the rule itself)."""
-        pk = parse_id(object_id)
-        if pk is None or not may_manage(request):
-            return format_html("{}", "")
+    def action_links(self, request: HttpRequest, pk: int) -> list[tuple[str, str]]:
+        """Disable or enable, test, remove."""
         enabled = models.NotificationRule.objects.filter(pk=pk).values_list("enabled", flat=True)
         switch = "disable" if next(iter(enabled), False) else "enable"
         labels = {
@@ -179,15 +145,10 @@ class NotificationRuleAdmin(ReadOnlyAdmin):
             "test": "Send a test message…",
             "remove": "Remove this rule…",
         }
-        links = format_html_join(
-            " ",
-            '<a class="button" href="{}">{}</a>',
-            (
-                (reverse("admin:oxide_batch_notificationrule_act", args=[pk, name]), label)
-                for name, label in labels.items()
-            ),
-        )
-        return format_html('<div class="submit-row ob-notify-actions">{}</div>', links)
+        return [
+            (reverse("admin:oxide_batch_notificationrule_act", args=[pk, name]), label)
+            for name, label in labels.items()
+        ]
 
 
 def audit_details(details: dict[str, Any]) -> SafeString:
