@@ -57,7 +57,7 @@ from django.urls import Resolver404, resolve, reverse
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 
-from oxide_batch.api.authentication import ALL_HELD, ATTRIBUTE
+from oxide_batch.api.authentication import ALL_HELD, ATTRIBUTE, CHALLENGE
 from oxide_batch.client.errors import ApiError, retry_after_seconds
 from oxide_batch.client.jobs import DEFAULT_POLL_INTERVAL, JobRun, _Heartbeat
 from oxide_batch.client.runtime import RuntimeClient
@@ -111,6 +111,10 @@ class _LocalAuthentication(BaseAuthentication):
             # The token's refusal of an inactive user (DRF's wording).
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
         return user, None
+
+    def authenticate_header(self, request: Any) -> str:
+        # A refusal is a 401, as the token's is over HTTP.
+        return CHALLENGE
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """``oxide_batch.local.LocalRuntime`` in process: each chunk is one transaction
-with the job's own writes (SPEC §12 "Local runtime", issue 42 point 3).
+with the job's own writes (contract §4.9, issue 42 point 3).
 
 - the chunks' rows commit with their counts and checkpoint; the launch and the
   step's start commit on their own;
@@ -270,6 +270,11 @@ def test_refusals_carry_the_apis_own_code(records: Any, importer: str) -> None:
     with pytest.raises(ApiError) as ghost:
         LocalRuntime(user="ghost").descriptor()
     assert (ghost.value.status, ghost.value.code) == (401, "authentication_failed")
+
+    get_user_model().objects.create_user("retired", is_active=False)
+    with pytest.raises(ApiError) as inactive:
+        LocalRuntime(user="retired").descriptor()
+    assert (inactive.value.status, inactive.value.code) == (401, "authentication_failed")
 
     get_user_model().objects.create_user("reader")
     with pytest.raises(ApiError) as denied:
