@@ -31,12 +31,14 @@ caller that records no runtime user and holds every batch permission), checks
 the input and answers exactly what it answers over HTTP; a problem raises the
 same typed error the HTTP client raises (same ``code``). The launch, the claim
 and the step's start commit in their own transactions, so a process killed
-right after launching leaves an owned execution whose lease expires. The
-heartbeat thread observes control on a connection of its own, closed after
-each observation.
+right after launching leaves an owned execution whose lease expires (a job run
+is refused inside ``transaction.atomic()``). The heartbeat thread observes
+control on a connection of its own, closed after each observation; the worker
+threads of a partitioned step each hold their own chunk on their own
+connection, and the parent step holds none.
 
 See docs/runtime-guide.md ("Exactly-once output: the local runtime") and
-decisions 440-449.
+decisions 440-451.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from rest_framework.authentication import BaseAuthentication
 
 from oxide_batch.api.authentication import ALL_HELD, ATTRIBUTE, CHALLENGE
 from oxide_batch.client.errors import ApiError, retry_after_seconds
-from oxide_batch.client.jobs import DEFAULT_POLL_INTERVAL, JobRun, _Heartbeat
+from oxide_batch.client.jobs import DEFAULT_POLL_INTERVAL, JobRun
 from oxide_batch.client.runtime import RuntimeClient
 from oxide_batch.domain.errors import CommitOutcomeUnknown
 from oxide_batch.domain.status import BatchStatus
@@ -71,6 +73,8 @@ __all__ = ["LocalRuntime"]
 STEP_CREATE = "execution-steps"
 STEP_TRANSITION = "step-transition"
 CHUNK_COMMIT = "checkpoint"
+#: A step that plans partitions is a parent: it has no chunk of its own.
+PARTITION_PLAN = ("partitions", "partitions-restart")
 
 
 class InProcessCaller:
@@ -225,7 +229,6 @@ class LocalRuntime(RuntimeClient):
         chunk = self._chunk()
         mine = chunk is not None and target == chunk.step_id
         status = body.get("status") if isinstance(body, Mapping) else None
-        heartbeat = isinstance(threading.current_thread(), _Heartbeat)
         try:
             if mine and route == CHUNK_COMMIT:
                 # The chunk commit: with the work since the last one, or nothing.
@@ -238,15 +241,30 @@ class LocalRuntime(RuntimeClient):
                 # The step ends otherwise (FAILED, STOPPED…): its chunk's writes
                 # roll back first, and the end is written in its own transaction.
                 self._discard()
+            if mine and route in PARTITION_PLAN:
+                # A partitioned step's parent: what ran since its start commits
+                # now, and its plan and workers' steps each commit on their own
+                # (its workers' threads see them and hold their own chunks).
+                self._close(commit=True)
+                self._local.chunk = None
             answered = self._dispatch(request, match, method)
             if route in (STEP_CREATE, STEP_TRANSITION) and status == BatchStatus.STARTED.value:
                 started = target if route == STEP_TRANSITION else answered[1]["id"]
                 self._open(int(cast(int, started)))
             return answered
         finally:
-            if heartbeat:
-                # The heartbeat's own connection, closed after its observation.
-                connections[DEFAULT_DB_ALIAS].close()
+            self._release_connection()
+
+    def _release_connection(self) -> None:
+        """Close the connection of a thread other than the main one when it
+        holds no chunk (the heartbeat after each observation, a partition
+        worker's thread once its step ended): such threads end without
+        closing what Django opened for them."""
+        if threading.current_thread() is threading.main_thread() or self.in_chunk():
+            return
+        connection = connections[DEFAULT_DB_ALIAS]
+        if not connection.in_atomic_block:
+            connection.close()
 
     def _commit(self, request: Any, match: Any, chunk: _Chunk, reopen: bool) -> tuple[int, Any]:
         """A write that ends a chunk (its commit, or the step's COMPLETED end):
@@ -394,6 +412,14 @@ class _LocalJobRun(JobRun):
     step left open (a fenced step ends without a write) before anything else."""
 
     client: LocalRuntime
+
+    def __enter__(self) -> JobRun:
+        if connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            # The launch would not commit on its own, nor would any chunk.
+            raise RuntimeError(
+                "LocalRuntime runs a job in autocommit: not inside transaction.atomic()"
+            )
+        return super().__enter__()
 
     def __exit__(
         self,

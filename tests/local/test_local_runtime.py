@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from oxide_batch import models
@@ -303,3 +304,60 @@ def test_a_chunk_commit_costs_the_apis_statements_and_a_savepoint(
     assert counted[0][:4] == ["SAVEPOINT", "SELECT", "UPDATE", "RELEASE"]
     # Then COMMIT and the next chunk's BEGIN: statements on SQLite only.
     assert counted[0][4:] in ([], ["COMMIT", "BEGIN"])
+
+
+@pytest.mark.postgres
+def test_a_partitioned_steps_workers_each_commit_their_own_chunks(
+    records: Any, importer: str
+) -> None:
+    runtime = LocalRuntime(user=importer)
+    bases = {"a": 0, "b": 100, "c": 200}
+
+    def worker(step: StepRun, partition: Any) -> None:
+        base = bases[partition.key]
+        write(step, base, 3)
+        step.commit(read=3, written=3, checkpoint={"offset": 3})
+        write(step, base + 3, 2)
+        step.commit(read=2, written=2, checkpoint={"offset": 5}, last=True)
+
+    with runtime.job_run("local_import", {"day": "9"}, poll_interval=QUIET) as run:
+        parent = run.partitioned_step("load", list(bases), worker, max_workers=3)
+    assert keys() == [base + offset for base in (0, 100, 200) for offset in range(5)]
+    assert (parent.status.value, parent.counts.written) == ("COMPLETED", 15)
+    assert models.JobExecution.objects.get(pk=run.execution.id).status == "COMPLETED"
+
+
+def test_a_job_run_inside_an_atomic_block_is_refused(records: Any) -> None:
+    with (
+        transaction.atomic(),
+        pytest.raises(RuntimeError, match="autocommit"),
+        LocalRuntime().job_run("local_import", {"day": "10"}, poll_interval=QUIET),
+    ):
+        pass  # pragma: no cover
+    assert not models.JobExecution.objects.exists()
+
+
+@pytest.mark.postgres
+def test_the_heartbeat_renews_the_lease_while_a_chunk_is_open(records: Any, importer: str) -> None:
+    runtime = LocalRuntime(user=importer)
+    seen: list[Any] = []
+
+    def observed(execution_id: int) -> Any:
+        return operator_in_another_connection(
+            lambda: models.JobExecution.objects.get(pk=execution_id).last_observed_at
+        )
+
+    def load(step: StepRun) -> None:
+        write(step, 0, 2)
+        for _ in range(2):
+            time.sleep(0.4)  # the chunk stays open; the heartbeat observes every 0.1 s
+            seen.append(observed(step.watch.execution_id))
+        step.commit(read=2, written=2, checkpoint={"offset": 2}, last=True)
+
+    with runtime.job_run("local_import", {"day": "11"}, poll_interval=0.1) as run:
+        run.run_step("load", load)
+    # Committed on the heartbeat's own connection while the chunk was open.
+    assert seen[0] is not None
+    assert seen[1] > seen[0]
+    assert keys() == [0, 1]
+    assert models.JobExecution.objects.get(pk=run.execution.id).status == "COMPLETED"
