@@ -63,9 +63,9 @@ from oxide_batch.api.authentication import ALL_HELD, ATTRIBUTE, CHALLENGE
 from oxide_batch.client.errors import ApiError, retry_after_seconds
 from oxide_batch.client.jobs import DEFAULT_POLL_INTERVAL, JobRun
 from oxide_batch.client.runtime import RuntimeClient
-from oxide_batch.domain.errors import CommitOutcomeUnknown
+from oxide_batch.domain.errors import CommitOutcomeUnknown, OxideBatchError
 from oxide_batch.domain.status import BatchStatus
-from oxide_batch.repository.faults import translate_commit
+from oxide_batch.repository.faults import translate, translate_commit
 
 __all__ = ["LocalRuntime"]
 
@@ -280,13 +280,15 @@ class LocalRuntime(RuntimeClient):
             answered = self._dispatch(request, match, "POST")
         except BaseException:
             self._close(commit=False)
-            self._reopen(chunk)
+            with contextlib.suppress(OxideBatchError, DatabaseError):
+                self._reopen(chunk)  # the refusal is what the caller must see
             raise
         try:
             self._close(commit=True)
         except CommitOutcomeUnknown:
             chunk.lost_version = sent_at
-            self._reopen(chunk)
+            with contextlib.suppress(OxideBatchError, DatabaseError):
+                self._reopen(chunk)
             raise
         if reopen:
             self._reopen(chunk)
@@ -304,14 +306,18 @@ class LocalRuntime(RuntimeClient):
         self._reopen(chunk)
 
     def _reopen(self, chunk: _Chunk) -> None:
-        """Begin the chunk's next transaction (none when the database cannot be
-        reached now: the next call says so)."""
+        """Begin the chunk's next transaction. A database that cannot be reached
+        now raises (``Unavailable``…): the job's next writes must not run
+        outside a chunk, in autocommit."""
         atomic = transaction.atomic(using=DEFAULT_DB_ALIAS)
         try:
             atomic.__enter__()
-        except DatabaseError:
+        except DatabaseError as error:
             chunk.atomic = None
-            return
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
         chunk.atomic = atomic
 
     def _close(self, *, commit: bool) -> None:

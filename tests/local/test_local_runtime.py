@@ -23,13 +23,18 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from oxide_batch import models
 from oxide_batch.api import deps
 from oxide_batch.client import ApiError, ExecutionFenced, StepRun
-from oxide_batch.domain.errors import InvalidCharacters, NameTooLong, StepExecutionNotFound
+from oxide_batch.domain.errors import (
+    CommitOutcomeUnknown,
+    InvalidCharacters,
+    NameTooLong,
+    StepExecutionNotFound,
+)
 from oxide_batch.domain.recovery import RecoveryDisposition
 from oxide_batch.local import LocalRuntime
 from oxide_batch.services.audit import Actor
@@ -361,3 +366,74 @@ def test_the_heartbeat_renews_the_lease_while_a_chunk_is_open(records: Any, impo
     assert seen[1] > seen[0]
     assert keys() == [0, 1]
     assert models.JobExecution.objects.get(pk=run.execution.id).status == "COMPLETED"
+
+
+class CommitCut:
+    """The next COMMIT of this thread's connection fails as a lost connection
+    would: after it applied (``applied=True``: the answer was lost) or instead
+    of it (rolled back)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.armed = False
+        self.applied = False
+        real = connection._commit  # type: ignore[attr-defined]
+
+        def cut() -> None:
+            if not self.armed:
+                real()
+                return
+            self.armed = False
+            if self.applied:
+                real()
+            else:
+                connection.connection.rollback()  # the driver's: nothing applied
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(connection, "_commit", cut)
+
+    def arm(self, *, applied: bool) -> None:
+        self.armed, self.applied = True, applied
+
+
+def test_a_commit_whose_answer_was_lost_is_reconciled_as_applied(
+    records: Any, importer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = LocalRuntime(user=importer)
+    cut = CommitCut(monkeypatch)
+
+    def load(step: StepRun) -> None:
+        write(step, 0, 3)
+        cut.arm(applied=True)
+        step.commit(read=3, written=3, checkpoint={"offset": 3})  # reconciled: applied
+        write(step, 3, 2)
+        step.commit(read=2, written=2, checkpoint={"offset": 5}, last=True)
+
+    with runtime.job_run("local_import", {"day": "12"}, poll_interval=QUIET) as run:
+        run.run_step("load", load)
+    assert keys() == [0, 1, 2, 3, 4]
+    row = the_step(run.execution.id)
+    assert (row.status, row.written_count, row.committed_count) == ("COMPLETED", 5, 2)
+
+
+def test_a_commit_found_not_applied_is_not_sent_again_without_its_rows(
+    records: Any, importer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = LocalRuntime(user=importer)
+    cut = CommitCut(monkeypatch)
+
+    def load(step: StepRun) -> None:
+        loader(1, 2, last=False)(step)
+        write(step, 2, 3)
+        cut.arm(applied=False)
+        step.commit(read=3, written=3, checkpoint={"offset": 5})
+
+    with (
+        pytest.raises(CommitOutcomeUnknown),
+        runtime.job_run("local_import", {"day": "13"}, poll_interval=QUIET) as run,
+    ):
+        run.run_step("load", load)
+    assert keys() == [0, 1]  # the lost chunk's rows went with it …
+    row = the_step(run.execution.id)
+    # … and its counts were not committed alone: the step is left to an operator.
+    assert (row.status, row.written_count, row.committed_count) == ("UNKNOWN", 2, 1)
+    assert models.JobExecution.objects.get(pk=run.execution.id).status == "UNKNOWN"
