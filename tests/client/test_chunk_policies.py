@@ -22,7 +22,7 @@ from oxide_batch.client.chunks import (
     item_key,
 )
 from oxide_batch.client.errors import ExecutionFenced, SkipLimitExceeded, StopRequested
-from oxide_batch.client.models import Skip, SkipCounts
+from oxide_batch.client.models import Skip, SkipCounts, SkippedItem, Step
 from oxide_batch.client.steps import failure_category
 from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
 from oxide_batch.domain.status import FailureCategory
@@ -465,3 +465,46 @@ def test_an_optimistic_conflict_of_the_jobs_own_data_is_eligible() -> None:
     )
     assert store.rows == [0, 1]
     assert slept == [0.1]
+
+
+def test_the_client_parses_the_skip_counts_and_ledger_rows() -> None:
+    counts = {"read": 5, "processed": 4, "written": 4, "filtered": 0, "committed": 1}
+    document = {
+        "id": 7,
+        "job_instance_id": 1,
+        "job_execution_id": 2,
+        "step_name": "load",
+        "node_id": "load",
+        "status": "STARTED",
+        "exit_code": "EXECUTING",
+        "created_at": "2026-07-29T10:00:00Z",
+        "started_at": "2026-07-29T10:00:00Z",
+        "ended_at": None,
+        "updated_at": "2026-07-29T10:00:01Z",
+        "counts": {**counts, "rolled_back": 1, "read_skip": 1, "process_skip": 2, "write_skip": 3},
+        "failure": None,
+        "version": 3,
+    }
+    step = Step.from_json(document)
+    assert step.skip_counts == SkipCounts(read=1, process=2, write=3)
+    assert step.skip_counts.total == 6
+    assert step.counts.read == 5
+    older = Step.from_json({**document, "counts": {**counts, "rolled_back": 1}})
+    assert older.skip_counts == SkipCounts()  # a server without the ledger
+    row = SkippedItem.from_json(
+        {
+            "id": 9,
+            "step_execution_id": 7,
+            "step_name": "load",
+            "job_execution_id": 2,
+            "phase": "process",
+            "item": "row-4",
+            "chunk": 1,
+            "category": "USER_COMPONENT",
+            "detail": {"type": "ValueError"},  # a viewer's
+            "recorded_at": "2026-07-29T10:00:01Z",
+        }
+    )
+    assert (row.item, row.category, row.chunk) == ("row-4", FailureCategory.USER_COMPONENT, 1)
+    assert row.detail is not None
+    assert (row.detail.type, row.detail.message) == ("ValueError", None)
