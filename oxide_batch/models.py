@@ -528,6 +528,7 @@ class Skip(models.Model):
 
     class Meta:
         db_table = "ob_skip"
+        verbose_name = "skipped item"
         constraints = [
             models.CheckConstraint(
                 condition=Q(phase__in=[phase.value for phase in SkipPhase]),

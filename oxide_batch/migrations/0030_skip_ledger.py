@@ -63,6 +63,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'db_table': 'ob_skip',
+                'verbose_name': 'skipped item',
             },
         ),
         migrations.AddField(

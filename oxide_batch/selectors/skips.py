@@ -33,12 +33,18 @@ SKIP_COLUMNS = (
 
 def step_skips(step_execution_id: int) -> QuerySet[Any]:
     """A step's ledger rows (``values()``), on ``ob_skip_step``."""
-    return models.Skip.objects.filter(step_execution_id=step_execution_id).values(*SKIP_COLUMNS)
+    rows: QuerySet[Any] = models.Skip.objects.filter(step_execution_id=step_execution_id).values(
+        *SKIP_COLUMNS
+    )
+    return rows
 
 
 def execution_skips(job_execution_id: int) -> QuerySet[Any]:
     """An execution's ledger rows, all its steps' (``values()``), on ``ob_skip_execution``."""
-    return models.Skip.objects.filter(job_execution_id=job_execution_id).values(*SKIP_COLUMNS)
+    rows: QuerySet[Any] = models.Skip.objects.filter(job_execution_id=job_execution_id).values(
+        *SKIP_COLUMNS
+    )
+    return rows
 
 
 def skip_from_row(row: Mapping[str, Any]) -> SkipRecord:

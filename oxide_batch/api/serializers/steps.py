@@ -173,7 +173,7 @@ class ChunkInput(Input):
     checkpoint = EnvelopeField(
         required=False, allow_null=True, help_text="{schema, schema_version, payload}"
     )
-    skips = SkipInput(
+    skips = SkipInput(  # type: ignore[call-arg] # ListSerializer's max_length (DRF 3.14)
         many=True,
         required=False,
         max_length=MAX_SKIPS_PER_COMMIT,

@@ -33,7 +33,8 @@ def _page(view: BatchView, request: Request, queryset: Any) -> tuple[Any, list[A
 def _answer(paginator: Any, rows: list[Any], request: Request) -> Response:
     full = may_see_payloads(request)
     data = [render.skip_data(skip_from_row(row), full=full) for row in rows]
-    return paginator.get_paginated_response(data)
+    answer: Response = paginator.get_paginated_response(data)
+    return answer
 
 
 class StepSkipsView(BatchView):
