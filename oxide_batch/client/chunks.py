@@ -53,7 +53,6 @@ and ``processed`` = ``written`` + ``filtered`` + write skips.
 from __future__ import annotations
 
 import time
-import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,6 +67,7 @@ from oxide_batch.client.errors import (
 from oxide_batch.client.models import MAX_SKIPS_PER_COMMIT, Skip
 from oxide_batch.client.steps import exception_type, failure_category
 from oxide_batch.domain.failure_detail import FailureDetail, bounded_for_sending
+from oxide_batch.domain.names import UNICODE_WHITESPACE, is_control, is_invisible
 from oxide_batch.domain.status import FailureCategory
 
 if TYPE_CHECKING:
@@ -177,23 +177,21 @@ _NO_RETRY = RetryPolicy(max_attempts=1)
 _NO_SKIP = SkipPolicy(limit=0)
 
 
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
 def _visible(character: str) -> str:
-    if unicodedata.category(character) not in _HIDDEN:
+    if not (is_control(character) or is_invisible(character) or "\ud800" <= character <= "\udfff"):
         return character
     code = ord(character)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def item_key(text: str, ordinal: int) -> str:
-    """``text`` as the ledger takes a key: control and invisible characters
-    written as their escapes (``\\u202e``), cut to 256 UTF-8 bytes at a
-    character boundary; the ordinal when nothing is left."""
+    """``text`` as the ledger takes a key (``validate_item``): control and
+    invisible characters written as their escapes (``\\u202e``), cut to 256
+    UTF-8 bytes at a character boundary, without surrounding whitespace; the
+    ordinal when nothing is left."""
     visible = "".join(_visible(character) for character in text)
-    cut = visible.encode("utf-8")[:MAX_ITEM_BYTES].decode("utf-8", "ignore").strip()
-    return cut or str(ordinal)
+    cut = visible.encode("utf-8")[:MAX_ITEM_BYTES].decode("utf-8", "ignore")
+    return cut.strip("".join(UNICODE_WHITESPACE)) or str(ordinal)
 
 
 def _detail(error: BaseException) -> FailureDetail:

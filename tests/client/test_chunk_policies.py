@@ -25,6 +25,7 @@ from oxide_batch.client.errors import ExecutionFenced, SkipLimitExceeded, StopRe
 from oxide_batch.client.models import Skip, SkipCounts, SkippedItem, Step
 from oxide_batch.client.steps import failure_category
 from oxide_batch.domain.errors import CommitOutcomeUnknown, StaleVersion, Unavailable
+from oxide_batch.domain.skips import validate_item
 from oxide_batch.domain.status import FailureCategory
 
 
@@ -436,6 +437,8 @@ def test_item_keys_are_bounded_and_visible() -> None:
     assert item_key("row\u202e7\n", 3) == "row\\u202e7\\u000a"
     assert len(item_key("é" * 300, 0).encode()) <= 256
     assert item_key("", 41) == "41"
+    for nasty in ("  x\u3000", "\ud800a", "\x00\x85", "\u2028", "a" * 300, "\u00a0", "é" * 200):
+        assert validate_item(item_key(nasty, 5))  # the server takes every key the client makes
     skip = Skip("write", "k", FailureCategory.TIMEOUT)
     assert skip.as_json() == {"phase": "write", "item": "k", "failure": {"category": "TIMEOUT"}}
     with pytest.raises(ValueError, match="phase"):
