@@ -17,6 +17,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import Exact, GreaterThanOrEqual, LessThanOrEqual
 
 from oxide_batch.domain.flow import STEP_SOURCED, FlowTransitionKind, TerminalKind
+from oxide_batch.domain.skips import SkipPhase
 from oxide_batch.domain.status import UNRESOLVED_STATUSES, BatchStatus, FailureCategory
 from oxide_batch.domain.tokens import DIGEST_LENGTH, PREFIX_LENGTH
 
@@ -37,6 +38,9 @@ COUNT_COLUMNS = (
     "committed_count",
     "rolled_back_count",
 )
+# A step's (and a partition's) skip counts (contract §2.3.3, decision 400).
+SKIP_COUNT_COLUMNS = ("read_skip_count", "process_skip_count", "write_skip_count")
+SKIP_PHASES = [(phase.value, phase.value) for phase in SkipPhase]
 
 
 def _length_between(column: str, maximum: int, name: str) -> models.CheckConstraint:
@@ -106,6 +110,24 @@ class CountFields(models.Model):
 
     class Meta:
         abstract = True
+
+
+class SkipCountFields(models.Model):
+    """The three skip counters (steps and partitions; decision 400)."""
+
+    read_skip_count = models.BigIntegerField(default=0)
+    process_skip_count = models.BigIntegerField(default=0)
+    write_skip_count = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+def _skip_count_constraints(prefix: str) -> list[models.BaseConstraint]:
+    return [
+        models.CheckConstraint(condition=Q(**{f"{column}__gte": 0}), name=f"{prefix}_{column}")
+        for column in SKIP_COUNT_COLUMNS
+    ]
 
 
 class ExecutionFields(CountFields):
@@ -373,7 +395,7 @@ class JobExecution(ExecutionFields):
 STEP_TIMELINE = ("id", "step_name", "status", "created_at", "started_at", "ended_at")
 
 
-class StepExecution(ExecutionFields):
+class StepExecution(ExecutionFields, SkipCountFields):
     """One attempt of a named step within a job execution."""
 
     id = models.BigAutoField(primary_key=True)
@@ -407,6 +429,7 @@ class StepExecution(ExecutionFields):
         db_table = "ob_step_execution"
         constraints = [
             *_execution_constraints("ob_step"),
+            *_skip_count_constraints("ob_step"),
             models.UniqueConstraint(fields=["job_execution", "step_name"], name="ob_step_name"),
             models.UniqueConstraint(fields=["job_execution", "node_id"], name="ob_step_node_once"),
             models.CheckConstraint(
@@ -478,7 +501,55 @@ class FailureDetail(models.Model):
         return f"failure {self.failure_id} detail ({self.type})"
 
 
-class StepPartition(CountFields):
+class Skip(models.Model):
+    """One skipped item: the skip ledger (contract §2.3.3, decisions 401-405).
+    Inserted by the chunk commit that carried it, in its transaction, never
+    changed; deleted with its instance by the purge. ``chunk`` is the step's
+    committed count after that commit; the detail is kept as a failure's
+    detail is (type and message, scrubbed and cut; never a traceback)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_instance_id = models.BigIntegerField()
+    job_execution = models.ForeignKey(
+        JobExecution, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    step_execution = models.ForeignKey(
+        StepExecution, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    phase = models.CharField(max_length=7, choices=SKIP_PHASES)
+    item = models.CharField(max_length=256)
+    chunk = models.BigIntegerField()
+    category = models.CharField(max_length=32, choices=CATEGORY_CHOICES)
+    type = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    message = models.TextField(null=True, blank=True)  # noqa: DJ001
+    type_truncated = models.BooleanField(default=False)
+    message_truncated = models.BooleanField(default=False)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_skip"
+        verbose_name = "skipped item"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(phase__in=[phase.value for phase in SkipPhase]),
+                name="ob_skip_phase_valid",
+            ),
+            _length_between("item", 256, "ob_skip_item_length"),
+            models.CheckConstraint(condition=Q(chunk__gte=0), name="ob_skip_chunk_nonneg"),
+        ]
+        indexes = [
+            # The keyset pages: a step's skips, an execution's, in recording order.
+            models.Index(fields=["step_execution", "id"], name="ob_skip_step"),
+            models.Index(fields=["job_execution", "id"], name="ob_skip_execution"),
+            # The purge deletes by instance.
+            models.Index(fields=["job_instance_id"], name="ob_skip_instance"),
+        ]
+
+    def __str__(self) -> str:
+        return f"skip of {self.item} ({self.phase}) in step {self.step_execution_id}"
+
+
+class StepPartition(CountFields, SkipCountFields):
     """One partition of a partitioned step's plan."""
 
     id = models.BigAutoField(primary_key=True)
@@ -520,6 +591,7 @@ class StepPartition(CountFields):
                 )
                 for column in COUNT_COLUMNS
             ),
+            *_skip_count_constraints("ob_partition"),
             # STARTING exactly when unassigned.
             models.CheckConstraint(
                 condition=Q(status="STARTING", worker_step_execution__isnull=True)

@@ -62,6 +62,7 @@ from oxide_batch.domain.errors import (
     PartitionPlanTooLarge,
     RepositoryError,
     SchemaUninitialized,
+    SkipNotEligible,
     Unavailable,
     UnsupportedManifestVersion,
 )
@@ -78,6 +79,7 @@ STATUS_BY_CLASS: tuple[tuple[type[OxideBatchError], int], ...] = (
     (EmptyPartitionPlan, 400),
     (PartitionPlanTooLarge, 400),
     (DuplicatePartitionKey, 400),
+    (SkipNotEligible, 400),
     (UnsupportedManifestVersion, 400),
     # Domain values that could not be built from the input: 400 invalid_request.
     (DomainError, 400),

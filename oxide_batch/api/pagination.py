@@ -72,3 +72,10 @@ class KeysetPagination(CursorPagination):
         document: dict[str, Any] = super().get_paginated_response_schema(schema)
         document["required"] = ["next", "previous", "results"]
         return document
+
+
+class RecordingOrderPagination(KeysetPagination):
+    """The same keyset pages, oldest first (``id > position ORDER BY id``): a
+    ledger read in the order it was recorded (the skip ledger)."""
+
+    ordering = "id"

@@ -20,6 +20,7 @@ from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary, StepExecution
 from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.fused import WriteControl
+from oxide_batch.domain.skips import SkipRecord
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors.executions import ExecutionRecord
@@ -33,6 +34,16 @@ def counts_data(counts: ExecutionCounts) -> dict[str, int]:
         "filtered": counts.filtered,
         "committed": counts.committed,
         "rolled_back": counts.rolled_back,
+    }
+
+
+def step_counts_data(counts: ExecutionCounts) -> dict[str, int]:
+    """``StepCountsOutput``: the six and the step's skip counts."""
+    return {
+        **counts_data(counts),
+        "read_skip": counts.read_skip,
+        "process_skip": counts.process_skip,
+        "write_skip": counts.write_skip,
     }
 
 
@@ -64,6 +75,32 @@ def detail_data(detail: FailureDetail | None, *, full: bool) -> dict[str, Any] |
         "type_truncated": detail.type_truncated,
         "message_truncated": detail.message_truncated,
         "traceback_truncated": detail.traceback_truncated,
+    }
+
+
+def skip_data(skip: SkipRecord, *, full: bool) -> dict[str, Any]:
+    """``SkipOutput``: the detail's type and message for a payload reader
+    (``full``), the type alone for any other reader (a viewer)."""
+    detail: dict[str, Any] | None = None
+    if skip.detail is not None:
+        detail = {"type": skip.detail.type}
+        if full:
+            detail.update(
+                message=skip.detail.message,
+                type_truncated=skip.detail.type_truncated,
+                message_truncated=skip.detail.message_truncated,
+            )
+    return {
+        "id": skip.id,
+        "step_execution_id": skip.step_execution_id,
+        "step_name": skip.step_name,
+        "job_execution_id": skip.job_execution_id,
+        "phase": skip.phase.value,
+        "item": skip.item,
+        "chunk": skip.chunk,
+        "category": skip.category.value,
+        "detail": detail,
+        "recorded_at": format_instant(skip.recorded_at),
     }
 
 
@@ -177,7 +214,7 @@ def step_data(step: StepExecution) -> dict[str, Any]:
         "started_at": format_instant(step.started_at),
         "ended_at": format_instant(step.ended_at),
         "updated_at": format_instant(step.updated_at),
-        "counts": counts_data(step.counts),
+        "counts": step_counts_data(step.counts),
         "failure": None if step.failure is None else failure_data(step.failure, step_logs(step)),
         "version": step.version,
         "last_activity_at": format_instant(step.activity_at),

@@ -71,6 +71,11 @@ urlpatterns = [
         name="execution-steps",
     ),
     path(
+        "executions/<batch_id:execution_id>/skips",
+        views.ExecutionSkipsView.as_view(),
+        name="execution-skips",
+    ),
+    path(
         "executions/<batch_id:execution_id>/flow-decisions",
         views.FlowDecisionsView.as_view(),
         name="flow-decisions",
@@ -87,6 +92,7 @@ urlpatterns = [
         name="step-exit-status",
     ),
     path("steps/<batch_id:step_id>/checkpoint", views.CheckpointView.as_view(), name="checkpoint"),
+    path("steps/<batch_id:step_id>/skips", views.StepSkipsView.as_view(), name="step-skips"),
     path(
         "steps/<batch_id:step_id>/partitions",
         views.PartitionPlanView.as_view(),

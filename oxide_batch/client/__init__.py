@@ -24,11 +24,19 @@ re-reads before retrying: ``RuntimeClient.reconcile_*`` (or ``reconcile=True``)
 apply the rule of :mod:`oxide_batch.client.reconcile`.
 """
 
+from oxide_batch.client.chunks import (
+    COMPLETED_WITH_SKIPS,
+    ChunkStep,
+    ReadFailure,
+    RetryPolicy,
+    SkipPolicy,
+)
 from oxide_batch.client.errors import (
     ApiError,
     ExecutionFenced,
     InvalidRequest,
     LostWrite,
+    SkipLimitExceeded,
     StepFailed,
     StepSkipped,
     StopRequested,
@@ -47,6 +55,9 @@ from oxide_batch.client.models import (
     OperatorOutcome,
     Partition,
     RecoveryProposal,
+    Skip,
+    SkipCounts,
+    SkippedItem,
     Step,
     StepState,
 )
@@ -56,7 +67,9 @@ from oxide_batch.client.runtime import RuntimeClient
 from oxide_batch.client.steps import StepRun
 
 __all__ = [
+    "COMPLETED_WITH_SKIPS",
     "ApiError",
+    "ChunkStep",
     "Control",
     "Definition",
     "Execution",
@@ -72,9 +85,16 @@ __all__ = [
     "OperatorOutcome",
     "Outcome",
     "Partition",
+    "ReadFailure",
     "Reconciliation",
     "RecoveryProposal",
+    "RetryPolicy",
     "RuntimeClient",
+    "Skip",
+    "SkipCounts",
+    "SkipLimitExceeded",
+    "SkipPolicy",
+    "SkippedItem",
     "Step",
     "StepFailed",
     "StepRun",

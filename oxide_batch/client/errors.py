@@ -201,3 +201,20 @@ class StepFailed(Exception):
         self.step_id = step_id
         self.status = status
         self.failure = failure
+
+
+class SkipLimitExceeded(Exception):
+    """A chunk-oriented step met one skippable failure more than its skip
+    policy's ``limit`` allows (counting the skips its step execution already
+    committed, including those a restart took over). The step fails under the
+    category of that last failure (``cause``, also the ``__cause__``)."""
+
+    def __init__(self, limit: int, phase: str, item: str, cause: BaseException) -> None:
+        super().__init__(
+            f"skip limit {limit} exceeded ({phase} of item {item!r}): "
+            f"{type(cause).__name__}: {cause}"
+        )
+        self.limit = limit
+        self.phase = phase
+        self.item = item
+        self.cause = cause

@@ -41,6 +41,7 @@ from concurrent.futures import Executor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
+from oxide_batch.client.chunks import ChunkStep, Processor, Reader, RetryPolicy, SkipPolicy, Writer
 from oxide_batch.client.errors import ExecutionFenced, StepFailed, StepSkipped, StopRequested
 from oxide_batch.client.models import Execution, Instance, Lease, Partition, Step
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
@@ -241,6 +242,48 @@ class JobRun:
         with step:
             work(step)
         return step
+
+    def run_chunk_step(
+        self,
+        name: str,
+        *,
+        reader: Reader,
+        writer: Writer,
+        processor: Processor | None = None,
+        chunk_size: int = 100,
+        retry: RetryPolicy | None = None,
+        skip: SkipPolicy | None = None,
+        key: Callable[[Any], str] | None = None,
+        exit_code: str | None = None,
+        node_id: str | None = None,
+        start_limit: int | None = None,
+        allow_start_if_complete: bool = False,
+    ) -> StepRun:
+        """A chunk-oriented step (:mod:`oxide_batch.client.chunks`): read
+        ``chunk_size`` items at a time from ``reader(offset)``, process them
+        (``processor``: item → item, or ``None`` to filter it), write them
+        (``writer``: a list), commit each chunk with its checkpoint and skips —
+        under the ``retry`` and ``skip`` policies. Skipped on a restart as
+        :meth:`run_step` is; a restart resumes at the checkpoint's offset.
+        Ends with exit code ``COMPLETED_WITH_SKIPS`` when the step execution
+        skipped anything, unless ``exit_code``."""
+        work = ChunkStep(
+            reader=reader,
+            writer=writer,
+            processor=processor,
+            chunk_size=chunk_size,
+            retry=retry,
+            skip=skip,
+            key=key,
+            exit_code=exit_code,
+        )
+        return self.run_step(
+            name,
+            work.run,
+            node_id=node_id,
+            start_limit=start_limit,
+            allow_start_if_complete=allow_start_if_complete,
+        )
 
     def partitioned_step(
         self,

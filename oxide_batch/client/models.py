@@ -9,6 +9,7 @@ from typing import Any
 
 from oxide_batch.client.wire import parse_instant
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
+from oxide_batch.domain.failure_detail import FailureDetail
 from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind, TerminalKind
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StateLimits
 from oxide_batch.domain.status import BatchStatus, FailureCategory
@@ -23,7 +24,35 @@ def _instant(value: Any) -> datetime:
 
 
 def _counts(document: Mapping[str, Any]) -> ExecutionCounts:
-    return ExecutionCounts(**{name: int(value) for name, value in document.items()})
+    return ExecutionCounts(
+        **{name: int(value) for name, value in document.items() if name not in _SKIP_MEMBERS}
+    )
+
+
+_SKIP_MEMBERS = frozenset({"read_skip", "process_skip", "write_skip"})
+
+
+@dataclass(frozen=True)
+class SkipCounts:
+    """A step's skipped items by phase (``counts.read_skip`` … of an answer; 0
+    from a server older than the skip ledger). The server derives them from the
+    skips sent with the chunk commits."""
+
+    read: int = 0
+    process: int = 0
+    write: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.read + self.process + self.write
+
+    @classmethod
+    def from_counts(cls, document: Mapping[str, Any]) -> SkipCounts:
+        return cls(
+            int(document.get("read_skip", 0)),
+            int(document.get("process_skip", 0)),
+            int(document.get("write_skip", 0)),
+        )
 
 
 def _failure(document: Mapping[str, Any] | None) -> FailureSummary | None:
@@ -121,6 +150,8 @@ class _Run:
     # The control state of a write's answer (None from a read, or a write that
     # carried no owner token); not part of the row, so not compared.
     control: WriteControl | None = field(default=None, kw_only=True, compare=False)
+    # The skip counts beside ``counts`` (issue 42).
+    skip_counts: SkipCounts = field(default_factory=SkipCounts, kw_only=True)
 
     @staticmethod
     def _common(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,6 +165,7 @@ class _Run:
             "ended_at": parse_instant(document["ended_at"]),
             "updated_at": _instant(document["updated_at"]),
             "counts": _counts(document["counts"]),
+            "skip_counts": SkipCounts.from_counts(document["counts"]),
             "failure": _failure(document["failure"]),
             "version": int(document["version"]),
             "last_activity_at": parse_instant(document.get("last_activity_at")),
@@ -250,6 +282,7 @@ class Partition:
     version: int
     worker_step_execution_id: int | None
     context: StateEnvelope | None = None
+    skip_counts: SkipCounts = field(default_factory=SkipCounts, kw_only=True)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Partition:
@@ -265,6 +298,7 @@ class Partition:
             int(document["version"]),
             None if worker is None else int(worker),
             _envelope(document.get("context"), EnvelopeKind.PARTITION_CONTEXT),
+            skip_counts=SkipCounts.from_counts(document["counts"]),
         )
 
 
@@ -399,3 +433,72 @@ class HoldOutcome:
             document["hold"],
             dict(document["record"]),
         )
+
+
+@dataclass(frozen=True)
+class SkippedItem:
+    """One row of the skip ledger (``GET steps/{id}/skips``,
+    ``GET executions/{id}/skips``): an item a step left out of a chunk.
+    ``chunk``: the step's committed count after the commit that recorded it;
+    ``detail``: the failure's type and message as the server kept them (a
+    viewer's token reads the type only; ``None`` when none was kept)."""
+
+    id: int
+    step_execution_id: int
+    step_name: str
+    job_execution_id: int
+    phase: str
+    item: str
+    chunk: int
+    category: FailureCategory
+    detail: FailureDetail | None
+    recorded_at: datetime
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> SkippedItem:
+        detail = document.get("detail")
+        return cls(
+            int(document["id"]),
+            int(document["step_execution_id"]),
+            document["step_name"],
+            int(document["job_execution_id"]),
+            document["phase"],
+            document["item"],
+            int(document["chunk"]),
+            FailureCategory(document["category"]),
+            None if detail is None else FailureDetail(detail.get("type"), detail.get("message")),
+            _instant(document["recorded_at"]),
+        )
+
+
+#: The phases a skip is recorded under (wire: ``skips[].phase``).
+SKIP_PHASES = ("read", "process", "write")
+#: Skips one chunk commit may carry at most (the server refuses more).
+MAX_SKIPS_PER_COMMIT = 1000
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An item left out of a chunk, sent with the chunk's commit (one ledger row):
+    its phase, its key or ordinal (1..256 UTF-8 bytes, visible characters), the
+    failure's category (policy-eligible: the server refuses others) and detail
+    (type and message; never a traceback)."""
+
+    phase: str
+    item: str
+    category: FailureCategory
+    detail: FailureDetail | None = None
+
+    def __post_init__(self) -> None:
+        if self.phase not in SKIP_PHASES:
+            raise ValueError(f"a skip's phase is one of {', '.join(SKIP_PHASES)}")
+
+    def as_json(self) -> dict[str, Any]:
+        failure: dict[str, Any] = {"category": FailureCategory(self.category).value}
+        if self.detail is not None:
+            failure["detail"] = {
+                name: value
+                for name, value in (("type", self.detail.type), ("message", self.detail.message))
+                if value is not None
+            }
+        return {"phase": self.phase, "item": self.item, "failure": failure}

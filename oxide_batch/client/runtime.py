@@ -9,6 +9,7 @@ write applied (:mod:`oxide_batch.client.reconcile` states the rule);
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib import parse
@@ -23,6 +24,8 @@ from oxide_batch.client.models import (
     FlowDecision,
     Instance,
     Partition,
+    Skip,
+    SkippedItem,
     Step,
     StepState,
 )
@@ -562,8 +565,13 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         exit_code: str | None = None,
         owner_token: bytes | None = None,
         reconcile: bool = False,
+        skips: Sequence[Skip] | None = None,
     ) -> Step:
         """One chunk: ``counts`` are its deltas; the step returned carries the totals.
+
+        ``skips``: the items the chunk left out, recorded in the skip ledger by
+        the same commit (the server derives the skip counts from them; none:
+        the request carries no ``skips`` member).
 
         ``finish="COMPLETED"`` ends the step with this chunk (its ``exit_code``
         too) in the same compare-and-swap; ``owner_token`` makes the answer
@@ -586,6 +594,7 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
                     "finish": None if ending is None else ending.value,
                     "exit_code": exit_code,
                     **_carrying({}, owner_token),
+                    **({"skips": [skip.as_json() for skip in skips]} if skips else {}),
                 },
             )
             return Step.from_json(document)
@@ -602,6 +611,24 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
     def checkpoint(self, step: Ref) -> StepState:
         """The step with its latest checkpoint and context."""
         return StepState.from_json(self._get(f"steps/{_id(step)}/checkpoint"))
+
+    def attempt_scope(self) -> contextlib.AbstractContextManager[Any]:
+        """What one processing/writing attempt of a chunk-oriented step runs in
+        (:mod:`oxide_batch.client.chunks`): nothing over HTTP; a runtime that
+        shares the job's database makes it a savepoint, so a failed attempt's
+        writes roll back and the chunk's transaction stays usable."""
+        return contextlib.nullcontext()
+
+    def skips(
+        self, *, execution_id: int | None = None, step_id: int | None = None
+    ) -> Iterator[SkippedItem]:
+        """Every item of the skip ledger of one execution or one step, in
+        recording order, following the keyset pages — e.g. to reprocess an
+        execution's skipped items in a new run (docs/runtime-guide.md)."""
+        if (execution_id is None) == (step_id is None):
+            raise ValueError("give execution_id or step_id")
+        path = f"executions/{execution_id}/skips" if step_id is None else f"steps/{step_id}/skips"
+        return self._pages(path, SkippedItem.from_json)
 
     # -- partitions ------------------------------------------------------------------
 

@@ -17,13 +17,19 @@ from __future__ import annotations
 import logging
 import secrets
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from oxide_batch.client.errors import ExecutionFenced, LostWrite, StepSkipped, StopRequested
-from oxide_batch.client.models import Execution, Step, StepState
+from oxide_batch.client.errors import (
+    ExecutionFenced,
+    LostWrite,
+    SkipLimitExceeded,
+    StepSkipped,
+    StopRequested,
+)
+from oxide_batch.client.models import Execution, Skip, Step, StepState
 from oxide_batch.client.reconcile import Superseded
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
@@ -72,7 +78,10 @@ def new_failure_id() -> int:
 
 
 def failure_category(error: BaseException) -> FailureCategory:
-    """The category an exception is reported under."""
+    """The category an exception is reported under (a skip limit exceeded: its
+    last failure's)."""
+    if isinstance(error, SkipLimitExceeded):
+        return failure_category(error.cause)
     if isinstance(error, CommitOutcomeUnknown):
         return FailureCategory.UNKNOWN_COMMIT
     if isinstance(error, Unavailable):
@@ -298,12 +307,14 @@ class StepRun:
         checkpoint: Mapping[str, Any] | None = None,
         context: Mapping[str, Any] | None = None,
         last: bool = False,
+        skips: Sequence[Skip] | None = None,
     ) -> Step:
         """Commit one chunk: its counts (deltas; ``committed`` + 1), checkpoint
         and context payloads, reconciled when the commit outcome is unknown; the
         answer's control state is the chunk boundary's observation. ``last``
         ends the step COMPLETED with this chunk (its ``exit_code``), in the same
-        write. Raises ``StopRequested``, ``ExecutionFenced``, or
+        write. ``skips``: the items the chunk left out, recorded in the skip
+        ledger by the same write. Raises ``StopRequested``, ``ExecutionFenced``, or
         ``CommitOutcomeUnknown`` when the outcome stayed unknown."""
         step = self.step
         if self._finished:
@@ -328,6 +339,7 @@ class StepRun:
                 exit_code=(self.exit_code or BatchStatus.COMPLETED.value) if last else None,
                 owner_token=self.watch.owner_token,
                 reconcile=True,
+                skips=skips,
             ),
         )
         if checkpoint is not None:

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.status import BatchStatus, FailureCategory
 
 
 @dataclass(eq=False)
@@ -127,6 +127,22 @@ class InvalidCharacters(DomainError):
     @property
     def message(self) -> str:
         return f"{self.kind} may only contain {self.allowed}"
+
+
+@dataclass(eq=False)
+class InvalidSkipItem(DomainError):
+    """A skipped item's key or ordinal that is not 1..256 UTF-8 bytes of
+    visible characters (contract §2.3.3)."""
+
+    code: ClassVar[str] = "invalid_skip_item"
+    max_bytes: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"a skipped item is named by 1 to {self.max_bytes} UTF-8 bytes of visible "
+            "characters, without surrounding whitespace"
+        )
 
 
 @dataclass(eq=False)
@@ -613,6 +629,25 @@ class PartitionPlanTooLarge(RepositoryError):
     @property
     def message(self) -> str:
         return f"partition plan exceeds {self.max} entries"
+
+
+@dataclass(eq=False)
+class SkipNotEligible(RepositoryError):
+    """A skip ledger entry whose failure category no fault policy may skip
+    (``FailureCategory.is_policy_eligible``; contract §2.3.3, decision 402):
+    input-shaped (400), the whole chunk commit refused, nothing written."""
+
+    code: ClassVar[str] = "skip_not_eligible"
+    index: int
+    category: str
+
+    @property
+    def message(self) -> str:
+        eligible = ", ".join(c.value for c in FailureCategory if c.is_policy_eligible)
+        return (
+            f"skips.{self.index}: the failure category {self.category} is never skipped "
+            f"(a fault policy may skip only {eligible})"
+        )
 
 
 @dataclass(eq=False)

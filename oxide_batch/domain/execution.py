@@ -24,11 +24,20 @@ from oxide_batch.domain.worker import WorkerIdentity
 MAX_COUNT = 2**63 - 1
 UNKNOWN_EXIT_CODE = "UNKNOWN"
 COUNT_FIELDS = ("read", "processed", "written", "filtered", "committed", "rolled_back")
+#: A step's skip counts (contract §2.3.3, decision 400): derived by the server
+#: from the skip ledger entries a chunk commit carries, never sent as deltas.
+#: Job executions have none (their columns are the six above).
+SKIP_COUNT_FIELDS = ("read_skip", "process_skip", "write_skip")
+STEP_COUNT_FIELDS = (*COUNT_FIELDS, *SKIP_COUNT_FIELDS)
 
 
 @dataclass(frozen=True)
 class ExecutionCounts:
-    """Durable item and chunk counters, each 0..2^63-1."""
+    """Durable item and chunk counters, each 0..2^63-1.
+
+    The seed's six (``COUNT_FIELDS``) are an execution's and a step's; the
+    three skip counts (``SKIP_COUNT_FIELDS``) only a step's (and a partition's):
+    a job execution's stay 0 (decision 400)."""
 
     read: int = 0
     processed: int = 0
@@ -36,6 +45,9 @@ class ExecutionCounts:
     filtered: int = 0
     committed: int = 0
     rolled_back: int = 0
+    read_skip: int = 0
+    process_skip: int = 0
+    write_skip: int = 0
 
     def __post_init__(self) -> None:
         values = (
@@ -45,10 +57,13 @@ class ExecutionCounts:
             self.filtered,
             self.committed,
             self.rolled_back,
+            self.read_skip,
+            self.process_skip,
+            self.write_skip,
         )
         if all(type(value) is int and 0 <= value <= MAX_COUNT for value in values):
             return  # the common case; anything else is explained below
-        for name in COUNT_FIELDS:
+        for name in STEP_COUNT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"count {name} must be a non-negative int")
@@ -58,14 +73,24 @@ class ExecutionCounts:
     def plus(self, delta: ExecutionCounts) -> ExecutionCounts:
         """Add ``delta`` field by field; ``CountExhausted`` on overflow."""
         return ExecutionCounts(
-            *(getattr(self, name) + getattr(delta, name) for name in COUNT_FIELDS)
+            *(getattr(self, name) + getattr(delta, name) for name in STEP_COUNT_FIELDS)
         )
 
     def with_terminal_rollback(self) -> ExecutionCounts:
         return dataclasses.replace(self, rolled_back=self.rolled_back + 1)
 
+    @property
+    def skipped(self) -> int:
+        """Every skipped item, whatever its phase."""
+        return self.read_skip + self.process_skip + self.write_skip
+
     def as_dict(self) -> dict[str, int]:
+        """The six seed counts (a chunk's deltas on the wire, an execution's)."""
         return {name: getattr(self, name) for name in COUNT_FIELDS}
+
+    def as_step_dict(self) -> dict[str, int]:
+        """All nine: a step's (or a partition's) counts."""
+        return {name: getattr(self, name) for name in STEP_COUNT_FIELDS}
 
 
 @dataclass(frozen=True)

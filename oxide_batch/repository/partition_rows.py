@@ -14,7 +14,7 @@ from oxide_batch.domain.errors import (
     InvalidEnvelope,
     PartitionStateCorrupt,
 )
-from oxide_batch.domain.execution import COUNT_FIELDS, UNKNOWN_EXIT_CODE, ExecutionCounts
+from oxide_batch.domain.execution import STEP_COUNT_FIELDS, UNKNOWN_EXIT_CODE, ExecutionCounts
 from oxide_batch.domain.partitions import MAX_PARTITIONS, StepPartition
 from oxide_batch.domain.state import (
     PARTITION_CONTEXT_LIMITS,
@@ -29,7 +29,8 @@ from oxide_batch.repository.records import Row
 
 S = BatchStatus
 PARTITION_CONTEXT = EnvelopeKind.PARTITION_CONTEXT
-COUNT_COLUMNS = tuple(f"{name}_count" for name in COUNT_FIELDS)
+#: A partition's counts: the seed's six and the skip counts (decision 400).
+COUNT_COLUMNS = tuple(f"{name}_count" for name in STEP_COUNT_FIELDS)
 ZERO_COUNTS = dict.fromkeys(COUNT_COLUMNS, 0)
 PARTITION_COLUMNS = (
     "id",
@@ -150,7 +151,7 @@ def concrete_field(attname: str) -> Field[Any, Any]:
 
 
 def counts_columns(counts: ExecutionCounts) -> dict[str, int]:
-    return {f"{name}_count": value for name, value in counts.as_dict().items()}
+    return {f"{name}_count": value for name, value in counts.as_step_dict().items()}
 
 
 def new_row(

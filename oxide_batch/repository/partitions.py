@@ -336,7 +336,7 @@ class PartitionOperations(UnitOfWorkBase):
             metadata, exit_code=aggregate.exit_code, counts=aggregate.counts
         )
         # The runtime's aggregation is the parent's activity (contract §2.5.3).
-        written = {**metadata_columns(metadata, version, now), "last_activity_at": now}
+        written = {**metadata_columns(metadata, version, now, step=True), "last_activity_at": now}
         self._update(models.StepExecution, parent_id, changed_columns(row, written))
         step = dataclasses.replace(parent.with_state(metadata, version, now), last_activity_at=now)
         self._record(events.StepTransitioned(step=step, prior=parent.status, actor=self._actor))

@@ -57,6 +57,7 @@ from oxide_batch.domain.retention import (
     RetentionRecord,
     RetentionRecordDraft,
 )
+from oxide_batch.domain.skips import SkipEntry
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.clock import Clock
@@ -276,6 +277,7 @@ class Steps(Protocol):
         context: StateEnvelope | None = None,
         finish: LifecycleTransition | None = None,
         exit_code: str | None = None,
+        skips: Sequence[SkipEntry] = (),
     ) -> StepExecution: ...
     @read
     def step_state(self, step_execution_id: int) -> StepState: ...

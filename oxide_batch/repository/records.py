@@ -8,6 +8,8 @@ from typing import Any
 
 from oxide_batch.domain.execution import (
     COUNT_FIELDS,
+    SKIP_COUNT_FIELDS,
+    STEP_COUNT_FIELDS,
     ExecutionCounts,
     ExecutionMetadata,
     ExecutionTimestamps,
@@ -75,8 +77,11 @@ CONTROL_COLUMNS = (
     # Who runs it (decision 310), written with the claim.
     *WORKER_COLUMNS,
 )
+#: A step's skip counts (decision 400): on the step row, not the execution's.
+SKIP_COUNT_COLUMNS = tuple(f"{name}_count" for name in SKIP_COUNT_FIELDS)
 STEP_EXECUTION_COLUMNS = (
     *METADATA_COLUMNS,
+    *SKIP_COUNT_COLUMNS,
     "job_instance_id",
     "job_execution_id",
     "step_name",
@@ -139,9 +144,10 @@ _CATEGORIES: Mapping[Any, FailureCategory] = {
     category.value: category for category in FailureCategory
 }
 _COUNT_COLUMNS = tuple(f"{name}_count" for name in COUNT_FIELDS)
+_STEP_COUNT_COLUMNS = tuple(f"{name}_count" for name in STEP_COUNT_FIELDS)
 
 
-def _metadata(row: Row) -> ExecutionMetadata:
+def _metadata(row: Row, count_columns: tuple[str, ...] = _COUNT_COLUMNS) -> ExecutionMetadata:
     failure = None
     category = row["failure_category"]
     if category is not None:
@@ -153,7 +159,7 @@ def _metadata(row: Row) -> ExecutionMetadata:
         status=_STATUSES.get(status) or BatchStatus(status),
         exit_code=row["exit_code"],
         timestamps=ExecutionTimestamps(row["created_at"], row["started_at"], row["ended_at"]),
-        counts=ExecutionCounts(*[row[column] for column in _COUNT_COLUMNS]),
+        counts=ExecutionCounts(*[row[column] for column in count_columns]),
         failure=failure,
     )
 
@@ -177,7 +183,7 @@ def job_execution_from_row(row: Row) -> JobExecution:
 def step_execution_from_row(row: Row) -> StepExecution:
     return StepExecution(
         id=row["id"],
-        metadata=_metadata(row),
+        metadata=_metadata(row, _STEP_COUNT_COLUMNS),
         version=row["version"],
         updated_at=row["updated_at"],
         job_instance_id=row["job_instance_id"],
@@ -191,9 +197,10 @@ def step_execution_from_row(row: Row) -> StepExecution:
 
 
 def metadata_columns(
-    metadata: ExecutionMetadata, version: int, updated_at: datetime
+    metadata: ExecutionMetadata, version: int, updated_at: datetime, *, step: bool = False
 ) -> dict[str, Any]:
-    """The columns a lifecycle write sets (everything but identity)."""
+    """The columns a lifecycle write sets (everything but identity); a
+    ``step``'s skip counts too."""
     failure = metadata.failure
     columns: dict[str, Any] = {
         "status": metadata.status.value,
@@ -206,7 +213,8 @@ def metadata_columns(
         "updated_at": updated_at,
         "version": version,
     }
-    columns.update({f"{name}_count": value for name, value in metadata.counts.as_dict().items()})
+    counts = metadata.counts.as_step_dict() if step else metadata.counts.as_dict()
+    columns.update({f"{name}_count": value for name, value in counts.items()})
     return columns
 
 

@@ -384,8 +384,9 @@ class RetentionOperations(UnitOfWorkBase):
         re-checks the full eligibility of every candidate; any change →
         ``RetentionPlanStale`` and nothing deleted.
         Then one DELETE per table, child before parent — the failure details
-        first (counted with nothing: they are part of their executions). 8
-        statements for any non-empty batch; an empty plan issues none.
+        and the skip ledger first (counted with nothing: they are part of their
+        executions). 9 statements for any non-empty batch; an empty plan issues
+        none.
         """
         if plan.computed_digest() != plan.plan_digest:
             raise RetentionPlanStale()
@@ -397,6 +398,7 @@ class RetentionOperations(UnitOfWorkBase):
         if stale_candidates(plan, self._lock_and_observe(plan, ids)):
             raise RetentionPlanStale()
         self._delete_owned(models.FailureDetail, "job_instance_id", ids)
+        self._delete_owned(models.Skip, "job_instance_id", ids)
         deleted = {
             kind: self._delete_owned(
                 model, "id" if kind == "job_instances" else "job_instance_id", ids

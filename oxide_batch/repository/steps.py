@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from oxide_batch.domain.errors import (
     StepExecutionNotFound,
 )
 from oxide_batch.domain.execution import (
-    COUNT_FIELDS,
+    STEP_COUNT_FIELDS,
     ExecutionCounts,
     ExecutionMetadata,
     StepExecution,
@@ -33,6 +34,7 @@ from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_new_name
 from oxide_batch.domain.recovery import fenced_enrich
+from oxide_batch.domain.skips import SkipEntry, skip_counts
 from oxide_batch.domain.state import (
     EnvelopeKind,
     StateEnvelope,
@@ -52,7 +54,7 @@ from oxide_batch.repository.records import (
 from oxide_batch.repository.unit_of_work import UnitOfWorkBase, operation
 
 STATE_COLUMNS = ("checkpoint", "checkpoint_checksum", "context", "context_checksum")
-TAKEOVER_COLUMNS = (*(f"{name}_count" for name in COUNT_FIELDS), *STATE_COLUMNS)
+TAKEOVER_COLUMNS = (*(f"{name}_count" for name in STEP_COUNT_FIELDS), *STATE_COLUMNS)
 JOB_EXECUTION = IdentifierKind.JOB_EXECUTION
 STEP_EXECUTION = IdentifierKind.STEP_EXECUTION
 STEP_PARENT_STATUSES = frozenset({BatchStatus.STARTING, BatchStatus.STARTED})
@@ -261,7 +263,7 @@ class StepOperations(UnitOfWorkBase):
             state = verified_takeover(source)
             checkpoint = _load(source, "checkpoint", EnvelopeKind.CHECKPOINT)
             context = _load(source, "context", EnvelopeKind.CONTEXT)
-            counts = ExecutionCounts(*(source[f"{name}_count"] for name in COUNT_FIELDS))
+            counts = ExecutionCounts(*(source[f"{name}_count"] for name in STEP_COUNT_FIELDS))
             metadata = dataclasses.replace(metadata, counts=counts)
         version = 0
         if started:
@@ -273,7 +275,7 @@ class StepOperations(UnitOfWorkBase):
                 "job_execution": parent_id,
                 "step_name": step_name,
                 "node_id": node,
-                **metadata_columns(metadata, version, now),
+                **metadata_columns(metadata, version, now, step=True),
                 "last_activity_at": now,
                 **state,
                 **(worker.columns() if worker is not None else {}),
@@ -318,8 +320,15 @@ class StepOperations(UnitOfWorkBase):
         context: StateEnvelope | None = None,
         finish: LifecycleTransition | None = None,
         exit_code: str | None = None,
+        skips: Sequence[SkipEntry] = (),
     ) -> StepExecution:
         """One chunk's durable progress, as one CAS on a STARTED step.
+
+        ``skips`` (contract §2.3.3): the items the chunk's fault policy skipped.
+        Their phases add to the step's skip counts in the same CAS; after the
+        write, one INSERT puts them in the skip ledger, in this transaction (a
+        refused commit writes neither). A commit without skips is the same
+        statements as ever.
 
         ``finish`` (contract §4.2) ends the step with this chunk: after the chunk's
         rules, the step moves to ``finish.target`` by the lifecycle table and
@@ -351,13 +360,14 @@ class StepOperations(UnitOfWorkBase):
             lambda current, now: fenced_finishing_chunk(
                 current,
                 expected_version,
-                counts,
+                counts.plus(skip_counts(skips)) if skips else counts,
                 None if finish is None else finish.stamped(now),
                 exit_code,
             ),
             extra,
             facts=self._chunk_facts,
             activity=True,
+            skips=skips,
         )
 
     def _chunk_facts(self, prior: StepExecution, step: StepExecution) -> list[events.Event]:

@@ -19,7 +19,7 @@ import hmac
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
@@ -44,11 +44,13 @@ from oxide_batch.domain.execution import (
 )
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
+from oxide_batch.domain.skips import SkipEntry
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository import hooks, outbox, statements
 from oxide_batch.repository.failure_details import insert_failure_detail
 from oxide_batch.repository.faults import translate, translate_commit
 from oxide_batch.repository.records import changed_columns, execution_columns, metadata_columns
+from oxide_batch.repository.skips import insert_skips, needs_parameters
 
 if TYPE_CHECKING:
     from oxide_batch.repository.clock import Clock
@@ -561,6 +563,7 @@ class UnitOfWorkBase:
         activity: bool = False,
         execution: bool = False,
         failure_detail: FailureSummary | None = None,
+        skips: Sequence[SkipEntry] = (),
     ) -> E:
         """The CAS every execution mutation shares: one locking read, the domain
         rule (``change``), one write of the changed columns (plus ``extra_columns``).
@@ -576,8 +579,12 @@ class UnitOfWorkBase:
         step, locked with its execution's claimant. Either way the claimant is
         checked first (:meth:`_check_claimant`), before any rule. ``facts`` names
         what the write made true from the row as locked and as written.
+
+        ``skips`` (a step's chunk commit): the skip ledger's rows, inserted
+        after the write — one INSERT more (the locking read carries the
+        instance's parameters when a detail is to scrub).
         """
-        with_parameters = failure_detail is not None
+        with_parameters = failure_detail is not None or (bool(skips) and needs_parameters(skips))
         with self._connection.cursor() as cursor:
             if execution:
                 row = self._lock_execution(pk, columns, cursor, parameters=with_parameters)
@@ -599,7 +606,7 @@ class UnitOfWorkBase:
             if execution:
                 written = execution_columns(row, metadata, version, now)
             else:
-                written = changed_columns(row, metadata_columns(metadata, version, now))
+                written = changed_columns(row, metadata_columns(metadata, version, now, step=True))
             written.update(extra_columns or {})
             if activity:
                 written["last_activity_at"] = now
@@ -613,6 +620,15 @@ class UnitOfWorkBase:
                 failure_detail,
                 job_execution_id=pk if execution else row["job_execution_id"],
                 step_execution_id=None if execution else pk,
+                now=now,
+            )
+        if skips:
+            insert_skips(
+                self._using,
+                row,
+                skips,
+                step_execution_id=pk,
+                chunk=metadata.counts.committed,
                 now=now,
             )
         changed = current.with_state(metadata, version, now)

@@ -13,7 +13,10 @@ from django.db.models import Exists, OuterRef, Sum
 from oxide_batch import models  # noqa: TID251 (the model layer)
 
 COUNTS = models.COUNT_COLUMNS
+SKIP_COUNTS = models.SKIP_COUNT_COLUMNS
 OPERATOR_REQUESTS_SHOWN = 20
+# What a page's table of skipped items shows of each (issue 42).
+SKIP_ROW = ("id", "step_execution_id", "phase", "item", "chunk", "category", "type", "message")
 
 
 # -- an execution's page --------------------------------------------------------------
@@ -28,7 +31,7 @@ def step_totals(execution_id: int) -> dict[str, Any]:
     return (
         models.StepExecution.objects.filter(job_execution_id=execution_id)
         .exclude(Exists(is_worker))
-        .aggregate(**{c: Sum(c) for c in COUNTS})
+        .aggregate(**{c: Sum(c) for c in (*COUNTS, *SKIP_COUNTS)})
     )
 
 
@@ -37,7 +40,36 @@ def execution_steps(execution_id: int, *, limit: int) -> list[models.StepExecuti
     return list(
         models.StepExecution.objects.filter(job_execution_id=execution_id)
         .order_by("id")
-        .only("id", "step_name", "status", *COUNTS, "started_at", "ended_at", "version")[:limit]
+        .only(
+            "id",
+            "step_name",
+            "status",
+            *COUNTS,
+            *SKIP_COUNTS,
+            "started_at",
+            "ended_at",
+            "version",
+        )[:limit]
+    )
+
+
+def execution_skips(execution_id: int, *, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """How many items the execution's steps skipped, and the first ``limit`` in
+    recording order, each with its step's name (a join on the step's key).
+    One statement on ``ob_skip_execution`` — a second, the count, only when
+    there are more than ``limit``."""
+    rows = models.Skip.objects.filter(job_execution_id=execution_id)
+    page = list(rows.order_by("id").values(*SKIP_ROW, "step_execution__step_name")[:limit])
+    total = len(page) if len(page) < limit else rows.count()
+    return total, page
+
+
+def step_skips(step_id: int, *, limit: int) -> list[dict[str, Any]]:
+    """The step's first ``limit`` skipped items in recording order (on ``ob_skip_step``)."""
+    return list(
+        models.Skip.objects.filter(step_execution_id=step_id)
+        .order_by("id")
+        .values(*SKIP_ROW)[:limit]
     )
 
 
@@ -76,7 +108,7 @@ def partitions(step_id: int, *, limit: int) -> list[models.StepPartition]:
     return list(
         models.StepPartition.objects.filter(step_execution_id=step_id)
         .order_by("ordinal")
-        .only("id", "partition_key", "ordinal", "status", *COUNTS, "version")[:limit]
+        .only("id", "partition_key", "ordinal", "status", *COUNTS, *SKIP_COUNTS, "version")[:limit]
     )
 
 

@@ -30,3 +30,7 @@ def step_record(step_id: int) -> StepExecution:
     if row is None:
         raise StepExecutionNotFound(id=step_id)
     return step_from_row(row)
+
+
+def step_exists(step_id: int) -> bool:
+    return models.StepExecution.objects.filter(pk=step_id).exists()

@@ -197,6 +197,15 @@ def a_finishing_chunk_with_a_bad_exit_code(
     return "steps/{step_id}/checkpoint", rt.post(f"steps/{step['id']}/checkpoint", body)
 
 
+def a_chunk_skipping_an_ineligible_category(
+    rt: Runtime, operator: Runtime, fixed: FixedClock
+) -> Any:
+    step = started_step(rt, launched(rt))
+    skip = {"phase": "process", "item": "7", "failure": {"category": "UNKNOWN_COMMIT"}}
+    body = {"expected_version": step["version"], "owner_token": TOKEN, "skips": [skip]}
+    return "steps/{step_id}/checkpoint", rt.post(f"steps/{step['id']}/checkpoint", body)
+
+
 def a_transition_with_an_exit_code_out_of_a_finished_state(
     rt: Runtime, operator: Runtime, fixed: FixedClock
 ) -> Any:
@@ -253,6 +262,7 @@ REFUSALS: list[tuple[Scenario, int, str]] = [
     (a_finishing_chunk_of_a_fenced_step, 409, "invalid_state"),
     (a_finishing_chunk_with_another_token, 409, "execution_owned"),
     (a_finishing_chunk_with_a_bad_exit_code, 400, "invalid_request"),
+    (a_chunk_skipping_an_ineligible_category, 400, "skip_not_eligible"),
     (a_transition_with_an_exit_code_out_of_a_finished_state, 409, "illegal_transition"),
     (a_transition_with_an_exit_code_of_a_fenced_execution, 409, "illegal_transition"),
     (a_step_transition_with_an_exit_code_on_a_stale_version, 409, "version_ahead"),

@@ -36,6 +36,7 @@ INPUT_SHAPED = {
     "partition_plan_too_large",
     "duplicate_partition_key",
     "unsupported_manifest_version",
+    "skip_not_eligible",
 }
 UNAVAILABLE = {
     "unavailable",

@@ -192,6 +192,8 @@ COUNTS = {
     f"{name}_count"
     for name in ("read", "processed", "written", "filtered", "committed", "rolled_back")
 }
+# A step's (and a partition's) skip counts, moved with its counts (issue 42).
+SKIP_COUNTS = {f"{name}_skip_count" for name in ("read", "process", "write")}
 LIFECYCLE = {"status", "started_at", *ENDING, *RUNTIME_WRITE}
 CHECKPOINT = {"checkpoint", "checkpoint_checksum", "context", "context_checksum"}
 HOLD = {"hold_actor", "hold_user_id", "hold_reason_code", "hold_placed_at"}
@@ -298,14 +300,22 @@ CONTRACT: dict[str, May] = {
     "clear_deadline": may(None, DEADLINE_AUDIT, delete=True),
     "transition_step": may({"StepExecution": {*LIFECYCLE, *COUNTS, "version"}}),
     "enrich_step_exit_status": may({"StepExecution": {"exit_code", "version", *RUNTIME_WRITE}}),
-    "commit_chunk": may({"StepExecution": {*COUNTS, *CHECKPOINT, "version", *RUNTIME_WRITE}}),
+    # The chunk's skipped items: the skip counts and the ledger's rows (issue 42).
+    "commit_chunk": may(
+        {"StepExecution": {*COUNTS, *SKIP_COUNTS, *CHECKPOINT, "version", *RUNTIME_WRITE}},
+        "Skip",
+    ),
     "create_partition_plan": may(None, "StepPartition"),
     "restart_partition_plan": may(None, "StepPartition"),
     "assign_partition": may(
         {"StepPartition": {"status", "version", "worker_step_execution_id", "exit_code", *COUNTS}}
     ),
-    "complete_partition": may({"StepPartition": {"status", "version", "exit_code", *COUNTS}}),
-    "aggregate_partitions": may({"StepExecution": {*LIFECYCLE, *COUNTS, "exit_code", "version"}}),
+    "complete_partition": may(
+        {"StepPartition": {"status", "version", "exit_code", *COUNTS, *SKIP_COUNTS}}
+    ),
+    "aggregate_partitions": may(
+        {"StepExecution": {*LIFECYCLE, *COUNTS, *SKIP_COUNTS, "exit_code", "version"}}
+    ),
 }
 
 

@@ -169,6 +169,9 @@ def test_chunk_commits_add_deltas_and_keep_state(
         "filtered": 1,
         "committed": 2,
         "rolled_back": 0,
+        "read_skip": 0,
+        "process_skip": 0,
+        "write_skip": 0,
     }
     state = rt.get(f"steps/{step['id']}/checkpoint")
     assert state == {"step": step, "checkpoint": CHECKPOINT, "context": CONTEXT}

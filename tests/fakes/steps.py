@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from oxide_batch.domain.canonical import parse_strict
@@ -27,6 +28,7 @@ from oxide_batch.domain.launch import step_takes_over
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import IdentifierKind, NameKind, validate_identifier, validate_name
 from oxide_batch.domain.recovery import fenced_enrich
+from oxide_batch.domain.skips import SkipEntry, skip_counts
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StoredState
 from oxide_batch.domain.status import BatchStatus
 from oxide_batch.domain.worker import WorkerIdentity
@@ -223,7 +225,12 @@ class StepOperations(UnitOfWorkBase):
         context: StateEnvelope | None = None,
         finish: LifecycleTransition | None = None,
         exit_code: str | None = None,
+        skips: Sequence[SkipEntry] = (),
     ) -> StepExecution:
+        # The skip counts only: the ledger's rows are the Django adapter's (its
+        # reads are selectors, not port operations).
+        if skips:
+            counts = counts.plus(skip_counts(skips))
         limits = self._repository.state_limits
         stored = {
             kind: StoredState.checked(envelope, kind=kind, limits=limits)

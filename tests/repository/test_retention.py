@@ -569,7 +569,7 @@ def test_a_forged_plan_with_a_young_cutoff_is_refused(repo, clock):
 
 @pytest.mark.adapter
 @pytest.mark.parametrize("size", [1, 100])
-def test_apply_is_eight_statements_whatever_the_batch_size(repo, clock, size):
+def test_apply_is_nine_statements_whatever_the_batch_size(repo, clock, size):
     for index in range(size):
         build_instance(repo, clock, f"r{index}", (S.COMPLETED,), steps=1)
     clock.advance(2 * DAY)
@@ -581,9 +581,11 @@ def test_apply_is_eight_statements_whatever_the_batch_size(repo, clock, size):
         uow.commit()
     assert counts.job_instances == size
     statements = [query["sql"].split()[0] for query in queries.captured_queries]
-    # The failure details, then the five tables of PurgeCounts (issue 40).
-    assert statements == ["SELECT", "SELECT", *["DELETE"] * 6]
+    # The failure details, the skip ledger, then the five tables of PurgeCounts
+    # (issues 40, 42).
+    assert statements == ["SELECT", "SELECT", *["DELETE"] * 7]
     assert "ob_failure_detail" in queries.captured_queries[2]["sql"]
+    assert "ob_skip" in queries.captured_queries[3]["sql"]
     assert (
         "FOR NO KEY UPDATE" in queries.captured_queries[0]["sql"] or connection.vendor == "sqlite"
     )

@@ -186,8 +186,8 @@ def test_apply_statements_do_not_grow_with_the_batch(service, repo, clock):
         return len([q for q in queries.captured_queries if not q["sql"].startswith(transaction)])
 
     assert (
-        statements(1) == statements(100) == 10
-    )  # the failure details go with their executions (decision 304)
+        statements(1) == statements(100) == 11
+    )  # the failure details and the skip ledger go with their executions (decisions 304, 405)
 
 
 # -- the batched loop -------------------------------------------------------------------

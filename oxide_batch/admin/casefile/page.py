@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -30,13 +31,14 @@ from oxide_batch.admin.display import (
 from oxide_batch.admin.eligibility import decision_reason, lease
 from oxide_batch.admin.failure_detail import shown_detail
 from oxide_batch.admin.lost_write import marker_text, resolve_form
+from oxide_batch.admin.skips import skip_rows
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.evidence import RecoveryProposal
 from oxide_batch.domain.names import escape_invisible
 from oxide_batch.domain.status import UNRESOLVED_STATUSES
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.selectors import casefile as casefile_reads
-from oxide_batch.selectors import console
+from oxide_batch.selectors import console, pages
 from oxide_batch.selectors.failure_details import failure_detail
 from oxide_batch.services import bootstrap
 
@@ -105,6 +107,7 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
     if records.decisions:
         facts.append(("Resolved by", _decisions(records.decisions)))
     facts.extend(restart_facts(obj))
+    facts.append(("Skipped items", skipped_items(obj.pk, payload_reader=can_view_payload(request))))
     facts.append(("Notifications", notifications(obj.pk)))
     if proposal is not None:
         facts.append(("Recovery", recovery_panel(request, obj, proposal, now)))
@@ -117,6 +120,28 @@ def render(request: HttpRequest, obj: Any, proposal: RecoveryProposal | None) ->
         '<h3 id="ob-timeline-title">Timeline <small>(UTC, oldest first)</small></h3>{}</section>',
         rows,
         timeline(obj, records, now),
+    )
+
+
+# The skipped items the case file lists (oldest first); "See all" lists them all.
+SKIPS_SHOWN = 20
+
+
+def skipped_items(execution_id: int, *, payload_reader: bool) -> SafeString:
+    """The items the execution's steps skipped (issue 42): how many, the first
+    :data:`SKIPS_SHOWN` with their step, and a link to all of them — one
+    bounded query (a count too only past the bound)."""
+    total, rows = pages.execution_skips(execution_id, limit=SKIPS_SHOWN + 1)
+    if not total:
+        return format_html("{}", "None: no step skipped an item.")
+    every = reverse("admin:oxide_batch_skip_changelist") + f"?execution={execution_id}"
+    shown = min(total, SKIPS_SHOWN)
+    return format_html(
+        '{} skipped by its steps{}. <a href="{}">See all</a>{}',
+        total,
+        f" (the first {shown} below)" if total > shown else "",
+        every,
+        skip_rows(rows[:SKIPS_SHOWN], payload_reader=payload_reader, query="", step_names=True),
     )
 
 

@@ -30,6 +30,7 @@ from oxide_batch.selectors.parameters import (
 )
 
 COUNTS = models.COUNT_COLUMNS
+SKIP_COUNTS = models.SKIP_COUNT_COLUMNS
 SHORT = {
     "read_count": "read",
     "processed_count": "processed",
@@ -37,6 +38,9 @@ SHORT = {
     "filtered_count": "filtered",
     "committed_count": "committed",
     "rolled_back_count": "rolled back",
+    "read_skip_count": "read",
+    "process_skip_count": "process",
+    "write_skip_count": "write",
 }
 
 
@@ -61,6 +65,26 @@ def exit_code_tells(obj: Any) -> bool:
 
 def counts_text(obj: Any) -> str:
     return ", ".join(f"{SHORT[c]} {getattr(obj, c)}" for c in COUNTS if getattr(obj, c)) or "0"
+
+
+def skipped(obj: Any) -> int:
+    """A step's (or a partition's) skipped items, every phase."""
+    return sum(getattr(obj, c) for c in SKIP_COUNTS)
+
+
+def skips_text(obj: Any) -> str:
+    """ "3 (read 1, process 2)" of a step or a partition; "0" when it skipped nothing."""
+    total = skipped(obj)
+    if not total:
+        return "0"
+    phases = ", ".join(f"{SHORT[c]} {getattr(obj, c)}" for c in SKIP_COUNTS if getattr(obj, c))
+    return f"{total} ({phases})"
+
+
+def counts_with_skips(obj: Any) -> str:
+    """The counters and, when it skipped anything, the skips."""
+    text = counts_text(obj)
+    return text if not skipped(obj) else f"{text}; skipped {skips_text(obj)}"
 
 
 class StatusColumns:

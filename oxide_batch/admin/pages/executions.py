@@ -51,11 +51,12 @@ from oxide_batch.admin.lost_write import resolve_lost_write_view
 from oxide_batch.admin.pages.common import (
     COUNTS,
     SHORT,
+    SKIP_COUNTS,
     JobNameFilter,
     ParentFilter,
     SearchByIdOrName,
     StatusColumns,
-    counts_text,
+    counts_with_skips,
     exit_code_tells,
 )
 from oxide_batch.conf import batch_settings
@@ -393,6 +394,9 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
         only a terminal rollback moves them). One query."""
         sums = pages.step_totals(obj.pk)
         text = ", ".join(f"{SHORT[c]} {sums[c] or 0:,}" for c in COUNTS if sums[c]) or "none yet"
+        skips = ", ".join(f"{SHORT[c]} {sums[c]:,}" for c in SKIP_COUNTS if sums[c])
+        if skips:
+            text = f"{text}; skipped {skips}"
         return f"{text} — a partitioned step counts its partitions once it has aggregated them"
 
     @admin.display(description="steps")
@@ -403,7 +407,7 @@ class JobExecutionAdmin(SearchByIdOrName, StatusColumns, ExecutionActions, ReadO
                 (
                     link("stepexecution", s.pk, s.step_name),
                     badge(s.status),
-                    counts_text(s),
+                    counts_with_skips(s),
                     duration(s.started_at, s.ended_at, s.status, parent_status=obj.status),
                     s.version,
                 )

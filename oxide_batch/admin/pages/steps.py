@@ -30,8 +30,15 @@ from oxide_batch.admin.display import (
     when,
 )
 from oxide_batch.admin.display import failure as render_failure
-from oxide_batch.admin.pages.common import ParentFilter, StatusColumns, counts_text
+from oxide_batch.admin.pages.common import (
+    ParentFilter,
+    StatusColumns,
+    counts_with_skips,
+    skipped,
+    skips_text,
+)
 from oxide_batch.admin.pages.executions import JobExecutionAdmin
+from oxide_batch.admin.skips import skip_rows
 from oxide_batch.conf import batch_settings
 from oxide_batch.domain.errors import OxideBatchError
 from oxide_batch.domain.execution import own_activity
@@ -53,7 +60,16 @@ class StepFilter(ParentFilter):
 
 @admin.register(models.StepExecution)
 class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
-    list_display = ("id", "execution", "step_name", "status_badge", "took", "counts", "created")
+    list_display = (
+        "id",
+        "execution",
+        "step_name",
+        "status_badge",
+        "took",
+        "counts",
+        "skips",
+        "created",
+    )
     list_filter = ("status", "created_at", ExecutionFilter)
     search_fields = ("=id",)
     search_help_text = "A step execution id."
@@ -73,6 +89,8 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
         "took",
         "version",
         "counts",
+        "skips",
+        "skipped_items",
         "partitions",
         "checkpoint_viewer",
     )
@@ -125,6 +143,23 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
     def execution(self, obj: models.StepExecution) -> SafeString:
         return link("jobexecution", obj.job_execution_id)
 
+    @admin.display(description="skips")
+    def skips(self, obj: Any) -> str:
+        """The items the step skipped, every phase, and by phase (issue 42)."""
+        return skips_text(obj)
+
+    @admin.display(description="skipped items")
+    def skipped_items(self, obj: models.StepExecution) -> SafeString:
+        """The step's skip ledger, oldest first (one bounded query, only when it
+        skipped anything); the message to whoever may read payloads."""
+        if not skipped(obj):
+            return format_html("<p>{}</p>", "None.")
+        return skip_rows(
+            pages.step_skips(obj.pk, limit=LINKED_ROWS + 1),
+            payload_reader=getattr(obj, "_payload_reader", False),
+            query=f"step={obj.pk}",
+        )
+
     @admin.display(description="partitions")
     def partitions(self, obj: models.StepExecution) -> SafeString:
         return linked_rows(
@@ -134,7 +169,7 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
                     p.ordinal,
                     link("steppartition", p.pk, p.partition_key),
                     badge(p.status),
-                    counts_text(p),
+                    counts_with_skips(p),
                     p.version,
                 )
                 for p in pages.partitions(obj.pk, limit=LINKED_ROWS + 1)
@@ -197,6 +232,7 @@ class StepExecutionAdmin(StatusColumns, ReadOnlyAdmin):
         obj = super().get_object(request, object_id, from_field)
         if obj is not None:
             obj._checkpoint = self.checkpoint_viewer_context(request, obj)
+            obj._payload_reader = can_view_payload(request)
         return obj
 
 
@@ -210,6 +246,7 @@ class StepPartitionAdmin(StatusColumns, ReadOnlyAdmin):
         "status_badge",
         "worker",
         "counts",
+        "skips",
         "version",
     )
     list_filter = ("status", StepFilter)
@@ -224,11 +261,16 @@ class StepPartitionAdmin(StatusColumns, ReadOnlyAdmin):
         "worker",
         "exit_code",
         "counts",
+        "skips",
         "version",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return console.partition_list(super().get_queryset(request))
+
+    @admin.display(description="skips")
+    def skips(self, obj: Any) -> str:
+        return skips_text(obj)
 
     @admin.display(description="step")
     def step(self, obj: models.StepPartition) -> SafeString:

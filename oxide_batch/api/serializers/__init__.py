@@ -64,6 +64,7 @@ from oxide_batch.api.serializers.executions import (
     FailureOutput,
     FailureWithDetailOutput,
     LaunchInput,
+    StepCountsOutput,
     TransitionInput,
     WriteControlOutput,
 )
@@ -139,6 +140,7 @@ from oxide_batch.api.serializers.retention import (
     RetentionRecordOutput,
     retention_data,
 )
+from oxide_batch.api.serializers.skips import SkipDetailOutput, SkipOutput, SkipPageOutput
 from oxide_batch.api.serializers.steps import (
     CheckpointOutput,
     ChunkInput,
@@ -243,6 +245,10 @@ __all__ = [
     "RetentionRecordPageOutput",
     "ReusableOutput",
     "ReusableQuery",
+    "SkipDetailOutput",
+    "SkipOutput",
+    "SkipPageOutput",
+    "StepCountsOutput",
     "StepCreatedOutput",
     "StepDetailOutput",
     "StepInput",

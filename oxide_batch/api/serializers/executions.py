@@ -211,6 +211,16 @@ class CountsOutput(Output):
     rolled_back = serializers.IntegerField()
 
 
+class StepCountsOutput(CountsOutput):
+    """A step's (or a partition's) counts: the six and its skip counts, which
+    the server derives from the skip ledger entries its chunk commits carried
+    (an aggregated parent's: its partitions' sums)."""
+
+    read_skip = serializers.IntegerField(help_text="Items skipped while reading.")
+    process_skip = serializers.IntegerField(help_text="Items skipped while processing.")
+    write_skip = serializers.IntegerField(help_text="Items skipped while writing.")
+
+
 class FailureOutput(Output):
     category = EnumField(FailureCategory)
     failure_id = serializers.IntegerField()

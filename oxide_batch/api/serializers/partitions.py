@@ -18,7 +18,7 @@ from oxide_batch.api.serializers.base import Input, K, Output, at, envelope, ide
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CarriesOwnerToken,
-    CountsOutput,
+    StepCountsOutput,
     WriteControlOutput,
 )
 from oxide_batch.api.serializers.steps import EnvelopeOutput
@@ -122,7 +122,7 @@ class PartitionOutput(Output):
     ordinal = serializers.IntegerField()
     status = EnumField(BatchStatus)
     exit_code = serializers.CharField()
-    counts = CountsOutput()
+    counts = StepCountsOutput()
     version = serializers.IntegerField()
     worker_step_execution_id = serializers.IntegerField(allow_null=True)
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)

@@ -12,28 +12,47 @@ from oxide_batch.api.fields import (
     InstantField,
     NameField,
     StrictBooleanField,
+    StrictCharField,
     StrictIntegerField,
 )
 from oxide_batch.api.logs import step_logs
-from oxide_batch.api.serializers.base import Input, Output, PageOutput, envelope, name, state_limits
+from oxide_batch.api.serializers.base import (
+    Input,
+    Output,
+    PageOutput,
+    at,
+    envelope,
+    name,
+    state_limits,
+)
 from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
-    CountsOutput,
+    DetailTextField,
     FailureOutput,
     FailureWithDetailOutput,
+    StepCountsOutput,
     WriteControlOutput,
     carried_owner_field,
     carried_owner_token,
+    detail_text_field,
     optional_exit_code,
     optional_exit_code_field,
 )
 from oxide_batch.api.serializers.worker import StepWorkerOutput, worker_field, worker_value
 from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
+from oxide_batch.domain.failure_detail import MESSAGE_MAX_BYTES, TYPE_MAX_BYTES, FailureDetail
 from oxide_batch.domain.flow import MAX_START_LIMIT
 from oxide_batch.domain.lifecycle import LifecycleTransition
 from oxide_batch.domain.names import NameKind
+from oxide_batch.domain.skips import (
+    ITEM_MAX_BYTES,
+    MAX_SKIPS_PER_COMMIT,
+    SkipEntry,
+    SkipPhase,
+    validate_item,
+)
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
-from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.domain.worker import WorkerIdentity
 
 STEP_START_STATUSES = (BatchStatus.STARTING, BatchStatus.STARTED)
@@ -102,6 +121,43 @@ class CountsInput(Input):
     rolled_back = StrictIntegerField(required=False, default=0)
 
 
+class SkipDetailInput(Input):
+    """What the runtime knows of the skipped item's failure. Kept as a failure's
+    detail is, type and message only: scrubbed, cut to their bounds; with
+    `OXIDE_BATCH_FAILURE_DETAIL=off` the type alone. A `traceback` is accepted
+    and never stored."""
+
+    type = detail_text_field(
+        TYPE_MAX_BYTES, "The exception's type (its qualified name, e.g. `builtins.ValueError`)."
+    )
+    message = detail_text_field(MESSAGE_MAX_BYTES, "The exception's message.")
+    traceback = DetailTextField(
+        required=False, allow_null=True, help_text="Accepted and never stored."
+    )
+
+
+class SkipFailureInput(Input):
+    category = EnumField(
+        FailureCategory,
+        help_text=(
+            "A policy-eligible category (TRANSIENT_INFRASTRUCTURE, PERMANENT_INFRASTRUCTURE, "
+            "USER_COMPONENT, OPTIMISTIC_CONFLICT, TIMEOUT); any other is `skip_not_eligible`."
+        ),
+    )
+    detail = SkipDetailInput(required=False, allow_null=True)
+
+
+class SkipInput(Input):
+    phase = serializers.ChoiceField(choices=[phase.value for phase in SkipPhase])
+    item = StrictCharField(
+        help_text=(
+            f"The skipped item's key or ordinal, as the runtime chooses: 1 to {ITEM_MAX_BYTES} "
+            "UTF-8 bytes of visible characters, without surrounding whitespace."
+        )
+    )
+    failure = SkipFailureInput()
+
+
 class ChunkInput(Input):
     expected_version = StrictIntegerField()
     counts = CountsInput(
@@ -116,6 +172,17 @@ class ChunkInput(Input):
     owner_token = carried_owner_field()
     checkpoint = EnvelopeField(
         required=False, allow_null=True, help_text="{schema, schema_version, payload}"
+    )
+    skips = SkipInput(  # type: ignore[call-arg] # ListSerializer's max_length (DRF 3.14)
+        many=True,
+        required=False,
+        max_length=MAX_SKIPS_PER_COMMIT,
+        help_text=(
+            f"The items this chunk skipped (at most {MAX_SKIPS_PER_COMMIT}): each one a row of "
+            "the skip ledger, written in the commit's transaction; the step's "
+            "`read_skip`/`process_skip`/`write_skip` counts grow by the entries of each phase "
+            "(never sent as counts)."
+        ),
     )
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
@@ -136,6 +203,24 @@ class ChunkInput(Input):
         checkpoint = envelope("checkpoint", data.get("checkpoint"), EnvelopeKind.CHECKPOINT, limits)
         context = envelope("context", data.get("context"), EnvelopeKind.CONTEXT, limits)
         return data["expected_version"], counts, checkpoint, context
+
+    def skips_value(self) -> list[SkipEntry]:
+        """The skip ledger's entries: an item that is not a name of the ledger's
+        rule is `invalid_request` at its path; a category no policy may skip is
+        `skip_not_eligible` (decision 402) — before anything is written."""
+        entries = []
+        for index, raw in enumerate(self.validated_data.get("skips") or ()):
+            with at(f"skips.{index}.item"):
+                validate_item(raw["item"])
+            failure = raw["failure"]
+            sent = failure.get("detail")
+            detail = None
+            if sent is not None:
+                detail = FailureDetail(type=sent.get("type"), message=sent.get("message"))
+            entries.append(
+                SkipEntry(SkipPhase(raw["phase"]), raw["item"], failure["category"], detail, index)
+            )
+        return entries
 
     def finish_value(self) -> LifecycleTransition | None:
         finish = self.validated_data.get("finish")
@@ -171,7 +256,7 @@ class StepOutput(Output):
     started_at = InstantField(allow_null=True)
     ended_at = InstantField(allow_null=True)
     updated_at = InstantField()
-    counts = CountsOutput()
+    counts = StepCountsOutput()
     failure = FailureOutput(allow_null=True)
     version = serializers.IntegerField()
     last_activity_at = InstantField(

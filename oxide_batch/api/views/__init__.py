@@ -77,6 +77,7 @@ from oxide_batch.api.views.partitions import (
     partitions_data,
 )
 from oxide_batch.api.views.retention import HoldView, PurgeApplyView, PurgeSurveyView
+from oxide_batch.api.views.skips import ExecutionSkipsView, StepSkipsView
 from oxide_batch.api.views.steps import (
     CheckpointView,
     ExecutionStepsView,
@@ -107,6 +108,7 @@ __all__ = [
     "ExecutionControlView",
     "ExecutionExitStatusView",
     "ExecutionRestartPlanView",
+    "ExecutionSkipsView",
     "ExecutionStepsView",
     "ExecutionTransitionView",
     "ExecutionView",
@@ -139,6 +141,7 @@ __all__ = [
     "RuleTestView",
     "RulesView",
     "StepExitStatusView",
+    "StepSkipsView",
     "StepTransitionView",
     "StepView",
     "StopView",

@@ -15,7 +15,12 @@ from rest_framework.views import APIView
 from oxide_batch.api import deps
 from oxide_batch.api import serializers as s
 from oxide_batch.api.contract import ApiContract
-from oxide_batch.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, KeysetPagination
+from oxide_batch.api.pagination import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    KeysetPagination,
+    RecordingOrderPagination,
+)
 from oxide_batch.api.permissions import BatchPermission, requires_operate
 from oxide_batch.api.serializers.base import at
 from oxide_batch.api.throttling import OperatorRateThrottle
@@ -155,8 +160,11 @@ class BatchView(ApiContract):
         return paginator.get_paginated_response(data)
 
 
-def paginate(view: APIView, request: Request, queryset: Any) -> tuple[KeysetPagination, list[Any]]:
-    paginator = KeysetPagination()
+def paginate(
+    view: APIView, request: Request, queryset: Any, *, oldest_first: bool = False
+) -> tuple[KeysetPagination, list[Any]]:
+    """One keyset page of ``queryset``: newest first, or ``oldest_first``."""
+    paginator = RecordingOrderPagination() if oldest_first else KeysetPagination()
     rows = paginator.paginate_queryset(queryset, request, view=view) or []
     return paginator, rows
 

@@ -236,12 +236,16 @@ class CheckpointView(BatchView):
             "`finish: COMPLETED` (with an optional `exit_code`) ends the step with this "
             "chunk in the same compare-and-swap (version + 1); refused, nothing is written. "
             "The answer carries the execution's `control` state: the chunk boundary's "
-            "observation, no `control` call needed."
+            "observation, no `control` call needed. `skips`: the items the chunk skipped, "
+            "each a row of the skip ledger written in the same transaction (one INSERT); "
+            "their phases add to the step's skip counts. A failure category no fault policy "
+            "may skip is `skip_not_eligible` (400): nothing is written."
         ),
         permission=RUN_BATCH,
         request=s.ChunkInput,
         ok={200: s.StepOutput},
         errors={
+            400: ("skip_not_eligible",),
             404: ("step_execution_not_found",),
             409: (
                 "execution_owned",
@@ -261,6 +265,7 @@ class CheckpointView(BatchView):
     def post(self, request: Request, step_id: int) -> Response:
         data = self.read(s.ChunkInput, request.data)
         expected, counts, checkpoint, context = data.to_domain()
+        skips = data.skips_value()
         with self.unit_of_work(data.owner_token_value()) as uow:
             step = uow.commit_chunk(
                 step_id,
@@ -270,6 +275,7 @@ class CheckpointView(BatchView):
                 context=context,
                 finish=data.finish_value(),
                 exit_code=data.exit_code_value(),
+                skips=skips,
             )
             control = uow.write_control(step.job_execution_id)
             uow.commit()

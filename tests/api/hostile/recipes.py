@@ -246,6 +246,16 @@ def _chunk(w: World) -> Target:
         | {"rolled_back": 0},
         "checkpoint": CHECKPOINT,
         "context": CONTEXT,
+        "skips": [
+            {
+                "phase": "process",
+                "item": "row-17",
+                "failure": {
+                    "category": "USER_COMPONENT",
+                    "detail": {"type": "ValueError", "message": "bad", "traceback": "T"},
+                },
+            }
+        ],
     }
     return Target(f"steps/{step['id']}/checkpoint", body)
 

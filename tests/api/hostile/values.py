@@ -29,8 +29,9 @@ ADMITS_CONTROL = re.compile(r"^entries\.\d+\.key$")
 # (a failure's detail, contract §2, decision 305: a runtime reporting a failure
 # is never refused for what its exception said): control characters, lone
 # surrogates and a huge string are accepted there — tests/api/test_failure_detail_api.py
-# checks what is stored; a value of another JSON type is still a 400.
-SANITISED = re.compile(r"^failure\.detail\.(type|message|traceback)$")
+# checks what is stored; a value of another JSON type is still a 400. A skipped
+# item's detail is kept the same way (test_skips_api.py).
+SANITISED = re.compile(r"^(failure|skips\.\d+\.failure)\.detail\.(type|message|traceback)$")
 NUL_AND_CONTROLS = ("\x00", "\x01", "\x08", "\x1b", "\x1f", "\x7f", "\x85", "\x9f")
 SURROGATES = ("\ud800", "\udfff", "\udbff\udbff")
 
@@ -106,12 +107,14 @@ def deep(levels: int) -> Any:
     return value
 
 
-def free_json_values(base: Any, *, opaque: bool = False) -> Iterator[tuple[str, Any]]:
+def free_json_values(
+    base: Any, *, opaque: bool = False, member: str = ""
+) -> Iterator[tuple[str, Any]]:
     """NUL and control characters in the keys and leaves of a free-form value
-    (not inside an opaque payload, nor in one as a whole: ``opaque``), a lone
-    surrogate, nesting past 64 levels."""
+    (not inside an opaque payload, nor in one as a whole: ``opaque``; nor in a
+    leaf that is ``SANITISED`` text), a lone surrogate, nesting past 64 levels."""
     for path, leaf in _leaves(base):
-        if opaque or OPAQUE.search(path):
+        if opaque or OPAQUE.search(path) or SANITISED.match(f"{member}.{path}"):
             continue
         yield f"NUL in {path or 'value'}", replace_at(base, path, f"{leaf}\x00")
     for path in _keys(base):
@@ -214,6 +217,7 @@ def member_values(member: str, node: dict[str, Any], base: Any) -> Iterator[tupl
         yield from free_json_values(
             base if isinstance(base, dict) and base else {"k": "v"},
             opaque=bool(OPAQUE_MEMBER.search(member)),
+            member=member,
         )
     elif kind == "object" and "properties" in node:
         yield "string for an object", "x"

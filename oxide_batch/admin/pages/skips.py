@@ -1,0 +1,113 @@
+"""The skip ledger's page (issue 42): the skipped items of a step or of an
+execution (the "See all" of their pages), oldest first — the phase, the item,
+the failure's category and type, the message to whoever may read payloads,
+and the chunk that recorded it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from oxide_batch import models  # noqa: TID251 (the model layer)
+from oxide_batch.admin.base import ReadOnlyAdmin, can_view_payload, link
+from oxide_batch.admin.display import when
+from oxide_batch.admin.pages.common import ParentFilter
+from oxide_batch.admin.skips import skip_message, skip_type
+
+
+class SkipStepFilter(ParentFilter):
+    title = "step"
+    parameter_name = "step"
+    field = "step_execution_id"
+
+
+class SkipExecutionFilter(ParentFilter):
+    title = "execution"
+    parameter_name = "execution"
+    field = "job_execution_id"
+
+
+@admin.register(models.Skip)
+class SkipAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "step",
+        "execution",
+        "phase",
+        "item",
+        "category",
+        "failure_type",
+        "failure_message",
+        "chunk",
+        "recorded",
+    )
+    list_filter = ("phase", "category", SkipExecutionFilter, SkipStepFilter)
+    ordering = ("id",)
+    fields = (
+        "id",
+        "step",
+        "execution",
+        "phase",
+        "item",
+        "category",
+        "failure_type",
+        "failure_message",
+        "chunk",
+        "recorded",
+    )
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        """The message to a payload reader only (a viewer sees the type)."""
+        shown = super().get_list_display(request)
+        if can_view_payload(request):
+            return shown
+        return [column for column in shown if column != "failure_message"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_fields(request, obj)
+        if can_view_payload(request):
+            return fields
+        return [field for field in fields if field != "failure_message"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("step_execution")
+            .only(
+                "id",
+                "step_execution_id",
+                "step_execution__step_name",
+                "job_execution_id",
+                "phase",
+                "item",
+                "chunk",
+                "category",
+                "type",
+                "message",
+                "recorded_at",
+            )
+        )
+
+    @admin.display(description="step")
+    def step(self, obj: models.Skip) -> SafeString:
+        return link("stepexecution", obj.step_execution_id, obj.step_execution.step_name)
+
+    @admin.display(description="execution")
+    def execution(self, obj: models.Skip) -> SafeString:
+        return link("jobexecution", obj.job_execution_id)
+
+    @admin.display(description="type")
+    def failure_type(self, obj: models.Skip) -> SafeString:
+        return skip_type(obj.type)
+
+    @admin.display(description="message")
+    def failure_message(self, obj: models.Skip) -> str:
+        return skip_message(obj.message)
+
+    @admin.display(description="recorded", ordering="recorded_at")
+    def recorded(self, obj: models.Skip) -> SafeString:
+        return when(obj.recorded_at)
