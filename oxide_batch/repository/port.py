@@ -62,7 +62,6 @@ from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository.clock import Clock
 
 if TYPE_CHECKING:
-    from oxide_batch.repository.claims import PartitionClaim
     from oxide_batch.repository.steps import StepState
 
 M = TypeVar("M", bound=Callable[..., Any])
@@ -353,10 +352,6 @@ class Partitions(Protocol):
     def restart_step_partition_plan(
         self, source_step_execution_id: int | None, target_step_execution_id: int
     ) -> list[StepPartition]: ...
-    @mutation(events.PartitionAssigned)
-    def claim_step_partition(
-        self, step_execution_id: int, owner_token: bytes, *, worker: WorkerIdentity | None = None
-    ) -> PartitionClaim: ...
 
 
 class Holds(Protocol):

@@ -85,6 +85,7 @@ def test_claims_go_in_key_order_to_new_worker_steps_owned_by_the_claimant(rt: Ru
     assert first["lease"]["ttl_seconds"] == 60
     assert first["control"] == {"stop_requested": False, "owner_matches": True, "fenced": False}
     row = models.StepExecution.objects.get(pk=worker["id"])
+    assert row.owner_token is not None
     assert bytes(row.owner_token) == bytes.fromhex(WORKER_1)
     assert row.claimed_partition_id == first["partition"]["id"]
     second = claim(rt, parent, WORKER_2)
@@ -122,9 +123,7 @@ def test_worker_writes_carry_its_own_token(rt: Runtime) -> None:
         409,
         "execution_owned",
     )
-    done = rt.post(
-        f"partitions/{partition['id']}/complete", {**body, "owner_token": WORKER_1}, 200
-    )
+    done = rt.post(f"partitions/{partition['id']}/complete", {**body, "owner_token": WORKER_1}, 200)
     assert done["status"] == "COMPLETED"
     assert done["counts"]["written"] == 2
     assert done["control"]["owner_matches"] is True

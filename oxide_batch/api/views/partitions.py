@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rest_framework import status as http
 from rest_framework.request import Request
@@ -17,7 +17,7 @@ from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
 from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.partitions import StepPartition, key_bytes
-from oxide_batch.repository.claims import PartitionClaim
+from oxide_batch.repository.claims import ClaimOperations, PartitionClaim
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
@@ -281,7 +281,10 @@ class PartitionClaimView(BatchView):
         data = self.read(s.PartitionClaimInput, request.data)
         token = data.owner_token_value()
         with self.unit_of_work(token) as uow:
-            claim = uow.claim_step_partition(step_id, token, worker=data.worker_value())
+            # The Django adapter's own operation (decision 460): row locks the
+            # port's in-memory fake has no equivalent of.
+            claims = cast(ClaimOperations, uow)
+            claim = claims.claim_step_partition(step_id, token, worker=data.worker_value())
             control = uow.write_control()
             uow.commit()
         return Response(claim_data(request, claim, control))
