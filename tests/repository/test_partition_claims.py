@@ -123,3 +123,60 @@ def test_a_worker_recovery_costs_a_fixed_number_of_statements(repo, clock, setti
     # earlier decision, the worker's write, the partition locked and written, the audit row.
     assert [s.split()[0] for s in sql] == ["SELECT", "SELECT", "SELECT", "SELECT", "UPDATE",
                                            "SELECT", "UPDATE", "INSERT"]  # fmt: skip
+
+
+def test_a_restart_attempts_first_claim_resumes_the_earlier_failed_worker(repo, clock) -> None:
+    from oxide_batch.domain import ExecutionCounts
+    from oxide_batch.domain.state import EnvelopeKind, StateEnvelope
+    from tests.repository.test_partitions import _restart_attempt_parent
+
+    checkpoint = StateEnvelope.from_json(
+        {"schema": "offset", "schema_version": 1, "payload": {"at": 4}},
+        kind=EnvelopeKind.CHECKPOINT,
+    )
+    family = make_family(repo, clock, job="restart_claims")
+    plan(repo, family.parent.id, "a", "b")
+    outcomes = {}
+    for _ in range(2):
+        with repo.begin() as uow:
+            claim = uow.claim_step_partition(family.parent.id, TOKEN)
+            uow.commit()
+        assert claim.partition is not None
+        assert claim.worker_step is not None
+        outcomes[claim.partition.key] = claim
+    with repo.begin() as uow:
+        a, b = outcomes["a"], outcomes["b"]
+        assert a.worker_step is not None
+        assert b.worker_step is not None
+        assert a.partition is not None
+        assert b.partition is not None
+        worker = uow.commit_chunk(
+            a.worker_step.id, 1, ExecutionCounts(read=4, written=4), checkpoint=checkpoint
+        )
+        worker = uow.transition_step_execution(
+            worker.id,
+            worker.version,
+            LifecycleTransition(
+                S.FAILED, failure=FailureSummary(FailureCategory.USER_COMPONENT, 1)
+            ),
+        )
+        uow.complete_step_partition(a.partition.id, a.partition.version, worker.id)
+        done = uow.transition_step_execution(b.worker_step.id, 1, LifecycleTransition(S.COMPLETED))
+        uow.complete_step_partition(b.partition.id, b.partition.version, done.id)
+        uow.commit()
+    target = _restart_attempt_parent(repo, clock, family)
+    with repo.begin() as uow:
+        target = uow.transition_step_execution(target.id, 0, LifecycleTransition(S.STARTED))
+        uow.restart_step_partition_plan(None, target.id)
+        uow.commit()
+    with repo.begin() as uow:
+        again = uow.claim_step_partition(target.id, TOKEN)
+        uow.commit()
+    assert again.partition is not None
+    assert again.worker_step is not None
+    assert (again.partition.key, again.partition.retries) == ("a", 0)
+    assert again.worker_step.step_name == "partitioned:1"
+    assert again.checkpoint == checkpoint
+    assert again.worker_step.counts.written == 4
+    with repo.begin() as uow:  # b COMPLETED in the earlier attempt: carried, not rerun
+        assert uow.claim_step_partition(target.id, TOKEN).reason is NothingClaimed.ALL_ASSIGNED
