@@ -28,6 +28,12 @@ from oxide_batch.repository.steps import StepOperations
 DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(RepositoryCapability)
 
 
+#: The Django adapter's own operations, outside the port (decision 460): the
+#: remote claim and the watchdog's worker recovery take row locks the port's
+#: in-memory fake has no equivalent of.
+ADAPTER_OPERATIONS = frozenset({"claim_step_partition", "recover_partition_worker"})
+
+
 class DjangoUnitOfWork(
     ExecutionOperations,
     FlowOperations,

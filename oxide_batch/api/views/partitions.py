@@ -279,10 +279,10 @@ class PartitionClaimView(BatchView):
         description=(
             "Issue 43: assigns the next claimable partition in key byte order (never "
             "assigned, or FAILED with retries left) to a new STARTED worker step owned by "
-            "the caller's own `owner_token`, in one transaction; concurrent claimants skip "
-            "each other's partition (`SKIP LOCKED`) instead of waiting. The caller must be "
-            "the execution's claimant user. Nothing to claim is 200 with `claimed: false` "
-            "and a `reason`."
+            "the caller's own `owner_token`, in one transaction; concurrent claimants never "
+            "wait for each other: each skips a partition another one is claiming. The "
+            "caller must be the execution's claimant user. Nothing to claim is 200 with "
+            "`claimed: false` and a `reason`."
         ),
         permission=RUN_BATCH,
         request=s.PartitionClaimInput,
