@@ -353,7 +353,8 @@ class WorkerRecoveryOperations(ClaimOperations):
         global order), then the partition. Skipped (nothing written, ``detail``
         says why) unless the worker is a claimed worker still STARTING/STARTED
         under an active, unrecovered execution and a STARTED/STOPPING parent,
-        with ``last_activity_at`` + its granted TTL at or before now. A worker
+        with ``last_activity_at`` + its granted TTL before now (silent strictly
+        longer than the TTL, as an execution's lease, contract §2.5.3). A worker
         already recovered replays that decision (one per worker step,
         ``ob_worker_recovery_once``, whichever watchdog asks). Otherwise, in this
         transaction: the worker step → FAILED (``STALE_RECOVERED``,
@@ -490,7 +491,7 @@ class WorkerRecoveryOperations(ClaimOperations):
             return "not_a_claimed_worker"
         if S(worker["status"]) not in (S.STARTING, S.STARTED):
             return "not_running"
-        if now < self._lease_end(worker):
+        if now <= self._lease_end(worker):  # expired: silent strictly longer than the TTL
             return "lease_not_expired"
         job_status = S(worker["job_execution__status"])
         if not job_status.is_active or worker["job_execution__recovery_decision_id"] is not None:

@@ -97,7 +97,7 @@ def expired_worker_candidates(
             owner_token__isnull=False, status__in=live, pk__gt=after_id
         )
         .annotate(**{LEASE_CUTOFF: lease_cutoff(now, lease_ttl)})
-        .filter(last_activity_at__lte=F(LEASE_CUTOFF))
+        .filter(last_activity_at__lt=F(LEASE_CUTOFF))
         .order_by("pk")
         .values_list("pk", "job_execution_id")
     )

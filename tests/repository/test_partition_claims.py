@@ -111,7 +111,7 @@ def test_a_worker_recovery_costs_a_fixed_number_of_statements(repo, clock, setti
         claim = uow.claim_step_partition(family.parent.id, TOKEN)
         uow.commit()
     assert claim.worker_step is not None
-    clock.advance(timedelta(seconds=30))
+    clock.advance(timedelta(seconds=30, milliseconds=1))
     with repo.begin() as uow:
         sql = sql_of(
             lambda: uow.recover_partition_worker(

@@ -171,6 +171,7 @@ def test_a_second_watchdog_replays_the_decision(repo, clock) -> None:
     assert dead.worker_step is not None
     clock.advance(TTL)
     manager_alive(repo, execution.id)
+    clock.advance(timedelta(milliseconds=1))
     with repo.begin() as uow:
         first = uow.recover_partition_worker(
             dead.worker_step.id, actor="watchdog@one", reason_code=LEASE_EXPIRED, failure_id=5
@@ -190,7 +191,7 @@ def test_a_live_lease_is_left_alone(repo, clock, service) -> None:
     execution, parent = managed(repo, clock, "a")
     dead = claim(repo, parent.id, DEAD)
     assert dead.worker_step is not None
-    clock.advance(TTL - timedelta(milliseconds=1))
+    clock.advance(TTL)  # silent for exactly the TTL: not yet expired
     manager_alive(repo, execution.id)
     assert watchdog(service).run_pass().actions == ()
     with repo.begin() as uow:
@@ -205,6 +206,7 @@ def test_a_dry_run_changes_nothing(repo, clock, service) -> None:
     dead = claim(repo, parent.id, DEAD)
     clock.advance(TTL)
     manager_alive(repo, execution.id)
+    clock.advance(timedelta(milliseconds=1))
     (action,) = watchdog(service, dry_run=True).run_pass().actions
     assert action.kind is ActionKind.WOULD_RECOVER
     assert dead.worker_step is not None
