@@ -10,6 +10,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.audit import AuditOperations
+from oxide_batch.repository.claims import WorkerRecoveryOperations
 from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.control import ControlOperations
 from oxide_batch.repository.executions import ExecutionOperations
@@ -27,9 +28,16 @@ from oxide_batch.repository.steps import StepOperations
 DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(RepositoryCapability)
 
 
+#: The Django adapter's own operations, outside the port (decision 460): the
+#: remote claim and the watchdog's worker recovery take row locks the port's
+#: in-memory fake has no equivalent of.
+ADAPTER_OPERATIONS = frozenset({"claim_step_partition", "recover_partition_worker"})
+
+
 class DjangoUnitOfWork(
     ExecutionOperations,
     FlowOperations,
+    WorkerRecoveryOperations,
     StepOperations,
     PartitionOperations,
     AuditOperations,

@@ -68,7 +68,7 @@ RUNTIME_WRITES = [
 
 
 def test_the_runtime_writes_are_the_expected_ones() -> None:
-    assert len(RUNTIME_WRITES) == 13
+    assert len(RUNTIME_WRITES) == 14  # issue 43: the partition claim
     assert ("POST", f"partitions/{N}/complete") in RUNTIME_WRITES
     assert ("POST", f"executions/{N}/claim") in RUNTIME_WRITES
 

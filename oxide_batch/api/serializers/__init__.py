@@ -104,6 +104,8 @@ from oxide_batch.api.serializers.operator import (
 from oxide_batch.api.serializers.partitions import (
     AggregateInput,
     PartitionCasInput,
+    PartitionClaimInput,
+    PartitionClaimOutput,
     PartitionEntryInput,
     PartitionOutput,
     PartitionPlanInput,
@@ -214,6 +216,8 @@ __all__ = [
     "PageOutput",
     "ParameterOutput",
     "PartitionCasInput",
+    "PartitionClaimInput",
+    "PartitionClaimOutput",
     "PartitionEntryInput",
     "PartitionOutput",
     "PartitionPlanInput",
