@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from oxide_batch.client.models import Partition, Step
 from oxide_batch.client.pool import PoolBreak, WorkerBeacons, beacon
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
 from oxide_batch.domain.errors import NotRestartable, RestartStateNotFound
+from oxide_batch.domain.partitions import RUNTIME_TERMINAL
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
@@ -107,6 +109,22 @@ def run_partitioned_step(
     max_workers: int = 4,
 ) -> Step:
     """:meth:`JobRun.partitioned_step` (its docstring states the contract)."""
+    started = _start_parent(run, name, keys)
+    if isinstance(started, Step):
+        return started
+    parent, partitions = started
+    work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
+    fenced = _run_workers(run, work, worker, executor, max_workers)
+    if fenced is not None:
+        raise fenced
+    return _aggregated(run, run.client.step(parent.id))
+
+
+def _start_parent(
+    run: JobRun, name: str, keys: Sequence[str | tuple[str, Mapping[str, Any]]]
+) -> Step | tuple[Step, list[Partition]]:
+    """The parent step created, STARTED and planned, with its plan; or, on a
+    restart that skips it (COMPLETED or ABANDONED earlier), the earlier parent."""
     client, watch = run.client, run.watch
     watch.observe()
     previous = client.latest_flow_step(run.instance.id, name)
@@ -129,15 +147,21 @@ def run_partitioned_step(
             created, created.version, BatchStatus.STARTED, owner_token=watch.owner_token
         ),
     )
-    partitions = _plan(run, parent, previous, keys)
-    work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
-    fenced = _run_workers(run, work, worker, executor, max_workers)
-    if fenced is not None:
-        raise fenced
-    current = client.step(parent.id)
+    return parent, _plan(run, parent, previous, keys)
+
+
+def _aggregated(run: JobRun, current: Step) -> Step:
+    """Aggregate the parent (every partition runtime-terminal): returned when
+    COMPLETED; ``StopRequested`` when STOPPED; else ``StepFailed``."""
+    client, watch = run.client, run.watch
     parent = watch.write(
-        parent.id, lambda: client.aggregate(current, current.version, owner_token=watch.owner_token)
+        current.id,
+        lambda: client.aggregate(current, current.version, owner_token=watch.owner_token),
     )
+    return _outcome(run, parent)
+
+
+def _outcome(run: JobRun, parent: Step) -> Step:
     if parent.status is BatchStatus.COMPLETED:
         return parent
     if parent.status is BatchStatus.STOPPED:
@@ -285,3 +309,91 @@ def _fail(run: JobRun, step: Step, item: PartitionWork, what: str) -> None:
             step, step.version, BatchStatus.FAILED, failure=failure, owner_token=token
         ),
     )
+
+
+# -- remote partitions: the manager ------------------------------------------------------
+
+
+def _settled(partition: Partition) -> bool:
+    """Done for the aggregation: a worker and a runtime-terminal status."""
+    return partition.worker_step_execution_id is not None and partition.status in RUNTIME_TERMINAL
+
+
+def run_remote_partitioned_step(
+    run: JobRun,
+    name: str,
+    keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+    *,
+    interval: float,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Step:
+    """:meth:`JobRun.remote_partitioned_step`. The parent is created, STARTED
+    and planned as for the local pool; its partitions are then claimed and run
+    by remote workers (:mod:`oxide_batch.client.workers`). The manager waits
+    with one request per ``interval`` — ``GET steps/{parent}/partitions`` —
+    and aggregates once every partition is done. A stop or a fence is what
+    the execution heartbeat last saw (no request of its own); a FAILED
+    partition makes it read the parent (the server fails the parent when a
+    partition is over its retry limit)."""
+    if interval <= 0:
+        raise ValueError("interval must be positive")
+    started = _start_parent(run, name, keys)
+    if isinstance(started, Step):
+        return started
+    parent, partitions = started
+    log.info(
+        "partitioned step %r (step %d): %d partitions planned for remote workers",
+        name,
+        parent.id,
+        len(partitions),
+    )
+    client = run.client
+    while True:
+        partitions = client.partitions(parent)
+        if any(partition.status is BatchStatus.FAILED for partition in partitions):
+            current = client.step(parent.id)
+            if not current.status.is_active:
+                return _outcome(run, current)
+        if all(_settled(partition) for partition in partitions):
+            return _aggregated(run, client.step(parent.id))
+        try:
+            run.heartbeat_saw()
+        except StopRequested:
+            return _stop_remote(run, parent, interval, sleep)
+        sleep(interval)
+
+
+def _stop_remote(run: JobRun, parent: Step, interval: float, sleep: Callable[[float], Any]) -> Step:
+    """A stop was requested: every running worker stops at its next chunk
+    boundary and completes its partition STOPPED; claims answer ``stopping``.
+    Wait (one read of the partitions per interval, at most a lease TTL and two
+    intervals) until no partition has a running worker, then aggregate when
+    every partition is done, else end the parent STOPPED; ``StopRequested``."""
+    client = run.client
+    lease = run.execution.lease
+    deadline = time.monotonic() + (lease.ttl_seconds if lease else 60.0) + 2 * interval
+    while True:
+        partitions = client.partitions(parent)
+        if all(_settled(partition) for partition in partitions):
+            return _aggregated(run, client.step(parent.id))
+        running = [p for p in partitions if not _settled(p) and p.worker_step_execution_id]
+        live = [p for p in running if client.step(_worker(p)).status.is_active]
+        if not live or time.monotonic() >= deadline:
+            break
+        sleep(interval)
+    current = client.step(parent.id)
+    if current.status.is_active:
+        token = run.watch.owner_token
+        run.watch.write(
+            current.id,
+            lambda: client.transition_step(
+                current, current.version, BatchStatus.STOPPED, owner_token=token
+            ),
+        )
+    raise StopRequested(run.execution.id)
+
+
+def _worker(partition: Partition) -> int:
+    worker = partition.worker_step_execution_id
+    assert worker is not None
+    return worker
