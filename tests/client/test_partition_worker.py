@@ -167,7 +167,10 @@ class FakeRuntime(RuntimeClient):
     ) -> Partition:
         self.record("complete", (partition.ordinal, worker.id), owner_token)
         status = self.rows[worker.id].status
-        return dataclasses.replace(partition, status=status, version=expected_version + 1)
+        done: Partition = dataclasses.replace(
+            partition, status=status, version=expected_version + 1
+        )
+        return done
 
     def observe_control(self, execution: Any, owner_token: bytes) -> Control:
         self.record("observe", execution, owner_token)
@@ -229,11 +232,15 @@ def test_the_loop_claims_runs_ends_and_completes_each_partition_until_finished()
     assert fake.rows[1001].counts.read == 10  # 20 → 30: one chunk
 
 
+def never_waits(seconds: float) -> None:
+    pytest.fail("the loop waited")
+
+
 def test_a_stop_ends_the_worker_step_stopped_completes_its_partition_and_the_loop() -> None:
     fake = FakeRuntime([claimed(0), nothing("stopping")])
     fake.stop_after_commits = 2
 
-    report = partition_worker(fake, PARENT, chunks(10, 100), sleep=pytest.fail)
+    report = partition_worker(fake, PARENT, chunks(10, 100), sleep=never_waits)
 
     assert (report.reason, report.stopped, report.completed) == ("stopping", [0], [])
     assert len(fake.named("commit")) == 2  # it stopped at the boundary that saw it
