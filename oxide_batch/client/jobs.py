@@ -278,6 +278,7 @@ class JobRun:
         keys: Sequence[str | tuple[str, Mapping[str, Any]]],
         *,
         interval: float = DEFAULT_REMOTE_INTERVAL,
+        retry_limit: int | None = None,
     ) -> Step:
         """Plan ``keys`` (or carry the previous attempt's plan on a restart) and
         let remote workers run the partitions (``client.partition_worker`` on
@@ -288,7 +289,9 @@ class JobRun:
         ``ExecutionFenced`` (:func:`oxide_batch.client.partitioned.run_remote_partitioned_step`)."""
         from oxide_batch.client.partitioned import run_remote_partitioned_step
 
-        return run_remote_partitioned_step(self, name, keys, interval=interval)
+        return run_remote_partitioned_step(
+            self, name, keys, interval=interval, retry_limit=retry_limit
+        )
 
     def heartbeat_saw(self) -> Execution | None:
         """What the heartbeat's latest observation of ``control`` saw, without a

@@ -250,6 +250,9 @@ class Partition:
     version: int
     worker_step_execution_id: int | None
     context: StateEnvelope | None = None
+    # How many times a claim gave it to a new worker after a failed one (remote
+    # partitions, issue 43); 0 from a server older than the member.
+    retries: int = field(default=0, kw_only=True)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Partition:
@@ -265,6 +268,7 @@ class Partition:
             int(document["version"]),
             None if worker is None else int(worker),
             _envelope(document.get("context"), EnvelopeKind.PARTITION_CONTEXT),
+            retries=int(document.get("retries", 0)),
         )
 
 

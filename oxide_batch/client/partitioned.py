@@ -314,9 +314,23 @@ def _fail(run: JobRun, step: Step, item: PartitionWork, what: str) -> None:
 # -- remote partitions: the manager ------------------------------------------------------
 
 
-def _settled(partition: Partition) -> bool:
-    """Done for the aggregation: a worker and a runtime-terminal status."""
-    return partition.worker_step_execution_id is not None and partition.status in RUNTIME_TERMINAL
+#: ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``'s default, when the server does not say its own.
+DEFAULT_PARTITION_RETRY_LIMIT = 3
+
+
+def _settled(partition: Partition, limit: int) -> bool:
+    """Done for the aggregation: a worker and a runtime-terminal status, and
+    not a FAILED partition the next claimant may still take (retries left)."""
+    if partition.worker_step_execution_id is None or partition.status not in RUNTIME_TERMINAL:
+        return False
+    return partition.status is not BatchStatus.FAILED or partition.retries >= limit
+
+
+def retry_limit_of(run: JobRun) -> int:
+    """The server's ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``: the descriptor's
+    ``partition_retry_limit`` when it carries one, else the default."""
+    member = run.client.descriptor().get("partition_retry_limit")
+    return DEFAULT_PARTITION_RETRY_LIMIT if member is None else int(member)
 
 
 def run_remote_partitioned_step(
@@ -325,22 +339,25 @@ def run_remote_partitioned_step(
     keys: Sequence[str | tuple[str, Mapping[str, Any]]],
     *,
     interval: float,
+    retry_limit: int | None = None,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> Step:
     """:meth:`JobRun.remote_partitioned_step`. The parent is created, STARTED
     and planned as for the local pool; its partitions are then claimed and run
     by remote workers (:mod:`oxide_batch.client.workers`). The manager waits
     with one request per ``interval`` — ``GET steps/{parent}/partitions`` —
-    and aggregates once every partition is done. A stop or a fence is what
-    the execution heartbeat last saw (no request of its own); a FAILED
-    partition makes it read the parent (the server fails the parent when a
-    partition is over its retry limit)."""
+    and aggregates once every partition is done (a FAILED one only once it is
+    over ``retry_limit``, by default the server's: :func:`retry_limit_of`). A
+    stop or a fence is what the execution heartbeat last saw (no request of
+    its own). A partition over the limit makes it read the parent: the
+    watchdog fails the parent with it."""
     if interval <= 0:
         raise ValueError("interval must be positive")
     started = _start_parent(run, name, keys)
     if isinstance(started, Step):
         return started
     parent, partitions = started
+    limit = retry_limit_of(run) if retry_limit is None else retry_limit
     log.info(
         "partitioned step %r (step %d): %d partitions planned for remote workers",
         name,
@@ -350,34 +367,37 @@ def run_remote_partitioned_step(
     client = run.client
     while True:
         partitions = client.partitions(parent)
-        if any(partition.status is BatchStatus.FAILED for partition in partitions):
+        if any(p.status is BatchStatus.FAILED and p.retries >= limit for p in partitions):
             current = client.step(parent.id)
             if not current.status.is_active:
                 return _outcome(run, current)
-        if all(_settled(partition) for partition in partitions):
+        if all(_settled(partition, limit) for partition in partitions):
             return _aggregated(run, client.step(parent.id))
         try:
             run.heartbeat_saw()
         except StopRequested:
-            return _stop_remote(run, parent, interval, sleep)
+            return _stop_remote(run, parent, interval, limit, sleep)
         sleep(interval)
 
 
-def _stop_remote(run: JobRun, parent: Step, interval: float, sleep: Callable[[float], Any]) -> Step:
+def _stop_remote(
+    run: JobRun, parent: Step, interval: float, limit: int, sleep: Callable[[float], Any]
+) -> Step:
     """A stop was requested: every running worker stops at its next chunk
     boundary and completes its partition STOPPED; claims answer ``stopping``.
     Wait (one read of the partitions per interval, at most a lease TTL and two
-    intervals) until no partition has a running worker, then aggregate when
-    every partition is done, else end the parent STOPPED; ``StopRequested``."""
+    intervals) until no partition is STARTED, then aggregate when every
+    partition is done, else end the parent STOPPED; ``StopRequested``."""
     client = run.client
     lease = run.execution.lease
     deadline = time.monotonic() + (lease.ttl_seconds if lease else 60.0) + 2 * interval
     while True:
         partitions = client.partitions(parent)
-        if all(_settled(partition) for partition in partitions):
+        if all(_settled(partition, limit) for partition in partitions):
             return _aggregated(run, client.step(parent.id))
-        running = [p for p in partitions if not _settled(p) and p.worker_step_execution_id]
-        live = [p for p in running if client.step(_worker(p)).status.is_active]
+        # A STARTED partition's worker is still at work, or dead and not yet
+        # recovered (the watchdog then makes it FAILED).
+        live = any(p.status is BatchStatus.STARTED for p in partitions)
         if not live or time.monotonic() >= deadline:
             break
         sleep(interval)
@@ -391,9 +411,3 @@ def _stop_remote(run: JobRun, parent: Step, interval: float, sleep: Callable[[fl
             ),
         )
     raise StopRequested(run.execution.id)
-
-
-def _worker(partition: Partition) -> int:
-    worker = partition.worker_step_execution_id
-    assert worker is not None
-    return worker

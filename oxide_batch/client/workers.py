@@ -25,8 +25,10 @@ when to stop:
 
 A stop request reaches ``work`` at its next chunk boundary (``StopRequested``):
 the worker step ends STOPPED and its partition is completed STOPPED. A failing
-``work`` ends its worker step FAILED and leaves the partition for the next
-claimant (the server counts its retries). A worker whose token is fenced (its
+``work`` ends its worker step FAILED and completes the partition FAILED: the
+next claimant takes it over while it has retries left
+(``OXIDE_BATCH_PARTITION_RETRY_LIMIT``; then the parent fails with it). The
+loop goes on with the next claim. A worker whose token is fenced (its
 worker step or the whole execution was recovered) writes nothing more and
 returns (``reason="fenced"``).
 """
@@ -269,9 +271,10 @@ def run_claimed(
     poll_interval: float = DEFAULT_WORKER_POLL,
 ) -> BatchStatus | None:
     """Run one claimed partition: ``work`` inside its worker step, the step
-    ended, the partition completed (unless the step FAILED: the partition is
-    then left to the next claimant). The worker step's final status, or
-    ``None`` when the token was fenced (nothing more was written)."""
+    ended, the partition completed from it — COMPLETED, STOPPED or FAILED (a
+    FAILED partition is claimable again while it has retries left). The worker
+    step's final status, or ``None`` when the token was fenced (nothing more
+    was written)."""
     watch = ControlWatch(client, claim.worker_step.job_execution_id, token)
     step = StepRun.claimed(
         watch,
@@ -301,13 +304,12 @@ def run_claimed(
         except StopRequested:
             log.info("partition %d: stop requested; its worker step is STOPPED", ordinal)
         except Exception:
-            log.warning("partition %d failed; left to the next claimant", ordinal)
-            return BatchStatus.FAILED
+            log.warning("partition %d failed: its worker step is FAILED", ordinal)
     finally:
         heartbeat.stop()
     ended = step.step
-    if ended.status is BatchStatus.FAILED:
-        return ended.status
+    if ended.status.is_active:
+        return BatchStatus.FAILED  # it could not be ended: its lease will expire
     try:
         watch.write(
             ended.id,

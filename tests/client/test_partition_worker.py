@@ -248,7 +248,7 @@ def test_a_stop_ends_the_worker_step_stopped_completes_its_partition_and_the_loo
     assert [call[1] for call in fake.named("complete")] == [(0, 1000)]
 
 
-def test_a_failing_partition_fails_its_worker_step_and_is_left_to_the_next_claimant() -> None:
+def test_a_failing_partition_fails_its_worker_step_and_its_partition_and_the_loop_goes_on() -> None:
     fake = FakeRuntime([claimed(0), claimed(1), nothing("finished")])
 
     def work(step: StepRun, partition: Partition) -> None:
@@ -260,8 +260,8 @@ def test_a_failing_partition_fails_its_worker_step_and_is_left_to_the_next_claim
 
     assert (report.reason, report.failed, report.completed) == ("finished", [0], [1])
     assert fake.rows[1000].status is BatchStatus.FAILED
-    # Not completed: the server makes it claimable again (its retries + 1).
-    assert [call[1] for call in fake.named("complete")] == [(1, 1001)]
+    # Completed FAILED: the server gives it to the next claimant (retries + 1).
+    assert [call[1] for call in fake.named("complete")] == [(0, 1000), (1, 1001)]
 
 
 def test_a_fenced_worker_writes_nothing_more_and_returns() -> None:
