@@ -355,6 +355,11 @@ class BatchSettings:
     FAILURE_REDACT = AppSetting[tuple[re.Pattern[str], ...]](
         "OXIDE_BATCH_FAILURE_REDACT", (), _redact_patterns, "oxide_batch.E125"
     )
+    # Issue 43 (decision 464): how many times a partition may be given to a new
+    # worker after a failed one in one attempt; one more failure fails the parent step.
+    PARTITION_RETRY_LIMIT = AppSetting(
+        "OXIDE_BATCH_PARTITION_RETRY_LIMIT", 3, _integer(0, 100), "oxide_batch.E126"
+    )
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}

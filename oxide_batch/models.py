@@ -402,6 +402,14 @@ class StepExecution(ExecutionFields):
     worker_pid = models.IntegerField(null=True, blank=True)
     worker_name = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     worker_client = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    # A claimed partition worker's own ownership (issue 43, decision 461): the
+    # claimant's owner token (never shown), the lease TTL its claim was granted
+    # (the lease expires that long after ``last_activity_at``) and the partition
+    # it was claimed for (an id, not a foreign key: the purge order). NULL on
+    # every other step.
+    owner_token = models.BinaryField(max_length=16, null=True, blank=True)
+    lease_ttl = models.DurationField(null=True, blank=True)
+    claimed_partition_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "ob_step_execution"
@@ -424,6 +432,19 @@ class StepExecution(ExecutionFields):
             models.Index(fields=["job_instance", "node_id", "-id"], name="ob_step_node"),
             models.Index(fields=["job_instance", "step_name", "-id"], name="ob_step_by_name"),
             models.Index(fields=["status", "-created_at"], name="ob_step_status"),
+            # The watchdog's live claimed workers (decision 463): partial, on
+            # columns no chunk commit moves, so chunk commits stay HOT (decision 170).
+            models.Index(
+                fields=["id"],
+                condition=Q(owner_token__isnull=False, status__in=["STARTING", "STARTED"]),
+                name="ob_step_worker_live",
+            ),
+            # A partition's workers, current and earlier (the console's step page).
+            models.Index(
+                fields=["claimed_partition_id", "id"],
+                condition=Q(claimed_partition_id__isnull=False),
+                name="ob_step_claimed_partition",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -496,6 +517,9 @@ class StepPartition(CountFields):
     version = models.BigIntegerField(default=0)
     context = models.TextField(null=True, blank=True)  # noqa: DJ001
     context_checksum = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    # How many times a claim gave it to a new worker after a failed one, in
+    # this attempt (issue 43, decision 464).
+    retries = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "ob_step_partition"
@@ -714,6 +738,46 @@ class RecoveryDecision(AuditModel):
 
     def __str__(self) -> str:
         return f"recovery of execution {self.job_execution_id} at version {self.execution_version}"
+
+
+class WorkerRecovery(AuditModel):
+    """Append-only audit of one claimed partition worker's recovery (issue 43,
+    decision 465): its lease expired, the watchdog failed the worker step and
+    fenced its token; the partition became claimable again (or, over the retry
+    limit, the parent step failed). One per worker step. Ids, not foreign keys."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_instance_id = models.BigIntegerField()
+    job_execution_id = models.BigIntegerField()
+    step_execution_id = models.BigIntegerField(help_text="the partitioned parent step")
+    worker_step_execution_id = models.BigIntegerField()
+    worker_step_version = models.BigIntegerField()
+    partition_id = models.BigIntegerField()
+    partition_key = models.CharField(max_length=128)
+    retries = models.PositiveIntegerField()
+    prior_status = models.CharField(max_length=9, choices=STATUS_CHOICES)
+    reason_code = models.CharField(max_length=64)
+    actor = models.CharField(max_length=128)
+    # The evidence it was taken on: the worker's last activity, TTL, lease end, who it was.
+    evidence = models.JSONField()
+    # The parent step failed with it: the partition was over the retry limit.
+    parent_failed = models.BooleanField(default=False)
+    decided_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ob_worker_recovery"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["worker_step_execution_id"], name="ob_worker_recovery_once"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job_execution_id", "-id"], name="ob_worker_recovery_exec"),
+            models.Index(fields=["partition_id", "-id"], name="ob_worker_recovery_part"),
+        ]
+
+    def __str__(self) -> str:
+        return f"recovery of worker step {self.worker_step_execution_id}"
 
 
 OPERATOR_ACTIONS = ["LAUNCH", "RESTART", "STOP", "ABANDON", "RECOVER", "RESOLVE_LOST_WRITE"]

@@ -93,6 +93,11 @@ urlpatterns = [
         name="partitions",
     ),
     path(
+        "steps/<batch_id:step_id>/partitions/claim",
+        views.PartitionClaimView.as_view(),
+        name="partitions-claim",
+    ),
+    path(
         "steps/<batch_id:step_id>/partitions/restart",
         views.PartitionRestartView.as_view(),
         name="partitions-restart",

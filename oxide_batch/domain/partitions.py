@@ -74,6 +74,9 @@ class StepPartition:
     counts: ExecutionCounts
     version: int
     worker_step_execution_id: int | None
+    # How many times a claim gave it to a new worker after a failed one, in
+    # this attempt (issue 43, decision 464).
+    retries: int = 0
 
 
 @dataclass(frozen=True)

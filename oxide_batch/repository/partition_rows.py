@@ -42,6 +42,7 @@ PARTITION_COLUMNS = (
     "exit_code",
     "version",
     *COUNT_COLUMNS,
+    "retries",
 )
 CONTEXT_COLUMNS = ("context", "context_checksum")
 # What a new partition row sets, in INSERT column order.
@@ -56,9 +57,18 @@ INSERT_COLUMNS = (
     "version",
     *COUNT_COLUMNS,
     *CONTEXT_COLUMNS,
+    "retries",
 )
 # A partition's parent and its worker, locked together (what either check reads).
-STEP_LOCK_COLUMNS = ("id", "status", "exit_code", "job_execution_id", *COUNT_COLUMNS)
+# A claimed worker's own owner token too (issue 43, decision 462).
+STEP_LOCK_COLUMNS = (
+    "id",
+    "status",
+    "exit_code",
+    "job_execution_id",
+    *COUNT_COLUMNS,
+    "owner_token",
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ def partition_from_row(row: Row, context: StateEnvelope | None = None) -> StepPa
         counts=counts,
         version=row["version"],
         worker_step_execution_id=row["worker_step_execution_id"],
+        retries=row.get("retries", 0),
         context=context,
     )
 
@@ -174,6 +185,7 @@ def new_row(
         **(counts_columns(carried.counts) if carried else ZERO_COUNTS),
         "context": context.text if context else None,
         "context_checksum": context.checksum if context else None,
+        "retries": 0,  # a new attempt's plan: no retry yet
     }
 
 

@@ -219,6 +219,23 @@ class PartitionOperations(UnitOfWorkBase):
             raise PartitionPlanNotCommitted(step_execution_id=parent["id"])
         self._require_parent(parent, frozenset({S.STARTED}))
         row, partition = self._lock_partition(pk)
+        return self._assign_worker(parent, worker, worker_id, row, partition, expected_version)
+
+    def _assign_worker(
+        self,
+        parent: Row,
+        worker: Row | None,
+        worker_id: int,
+        row: Row,
+        partition: StepPartition,
+        expected_version: int,
+        *,
+        retries: int | None = None,
+    ) -> StepPartition:
+        """The assignment's rules and write, once its rows are locked (the
+        assign operation's, and the claim's — issue 43 — with the partition's
+        new ``retries``)."""
+        pk = partition.id
         validate_expected_version(expected_version, partition.version)
         first_run = partition.status is S.STARTING and partition.worker_step_execution_id is None
         if not first_run and partition.status not in RETRYABLE:
@@ -239,6 +256,7 @@ class PartitionOperations(UnitOfWorkBase):
             exit_code=UNKNOWN_EXIT_CODE,
             counts=ExecutionCounts(),
             version=next_version(partition.version),
+            retries=partition.retries if retries is None else retries,
         )
         self._write_partition(row, assigned)
         self._record(events.PartitionAssigned(partition=assigned, actor=self._actor))
@@ -262,7 +280,15 @@ class PartitionOperations(UnitOfWorkBase):
         pk = self._id(STEP_PARTITION, partition_id)
         worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
         parent, worker = self._lock_parent_and_worker(pk, worker_id)
-        self._claimed_by(parent["job_execution_id"], parent, JOINED)
+        if worker is not None and worker["owner_token"] is not None:
+            # A claimed worker ends its own partition with its own token (decision 462).
+            self._claimed_by(
+                parent["job_execution_id"],
+                {**parent, f"{JOINED}owner_token": worker["owner_token"]},
+                JOINED,
+            )
+        else:
+            self._claimed_by(parent["job_execution_id"], parent, JOINED)
         self._require_parent(parent, COMPLETION_PARENT_STATUSES)
         row, partition = self._lock_partition(pk)
         validate_expected_version(expected_version, partition.version)
@@ -501,6 +527,7 @@ class PartitionOperations(UnitOfWorkBase):
             "exit_code": partition.exit_code,
             "version": partition.version,
             **counts_columns(partition.counts),
+            "retries": partition.retries,
         }
         self._update(models.StepPartition, partition.id, changed_columns(row, after))
 

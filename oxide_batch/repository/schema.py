@@ -6,7 +6,7 @@ from django.db import connections
 
 from oxide_batch.domain.errors import MigrationRequired, NewerSchema, SchemaUninitialized
 
-SUPPORTED_SCHEMA_VERSION = 11
+SUPPORTED_SCHEMA_VERSION = 12
 SCHEMA_VERSION_TABLE = "ob_schema_version"
 SELECT_VERSION = "SELECT version FROM ob_schema_version WHERE id = 1"
 

@@ -304,7 +304,35 @@ STEP_EXTRAS = (
     "job_execution__stop_requested_at",
     "job_execution__recovery_decision_id",
 )
+# What a step's locking read carries of the step itself beyond ``columns``: a
+# claimed partition worker's own owner token (issue 43, decision 462), which a
+# write to that step is checked against instead of the execution's.
+STEP_OWN_EXTRAS = ("step_owner_token",)
+# What the claim's shared read of a partitioned parent carries of its execution
+# beyond ``STEP_EXTRAS`` (issue 43, decision 460).
+CLAIM_EXTRAS = (
+    *STEP_EXTRAS,
+    "job_execution__status",
+    "job_execution__restart_of_id",
+)
 _locked_steps: dict[tuple[Any, ...], SelectRow] = {}
+_shared_parents: dict[tuple[Any, ...], SelectRow] = {}
+
+
+def share_claim_parent(connection: Any, columns: tuple[str, ...]) -> SelectRow:
+    """The claim's read of a partitioned parent step (issue 43, decision 460):
+    ``FOR SHARE OF s`` on PostgreSQL — claimants share it, so none waits on
+    another, while an aggregation or a recovery (``FOR NO KEY UPDATE``) waits
+    for them and they for it — with its execution's claimant, control, status
+    and restart link (``CLAIM_EXTRAS``, a join; the execution row is not
+    locked). SQLite's ``BEGIN IMMEDIATE`` already serializes writers."""
+    key = (connection.vendor, columns)
+    statement = _shared_parents.get(key)
+    if statement is None:
+        statement = _shared_parents[key] = _lock_step(
+            connection, columns, False, extras=CLAIM_EXTRAS, mode="FOR SHARE"
+        )
+    return statement
 
 
 def lock_step(connection: Any, columns: tuple[str, ...], *, parameters: bool = False) -> SelectRow:
@@ -328,25 +356,38 @@ def lock_step(connection: Any, columns: tuple[str, ...], *, parameters: bool = F
     return statement
 
 
-def _lock_step(connection: Any, columns: tuple[str, ...], parameters: bool) -> SelectRow:
+def _lock_step(
+    connection: Any,
+    columns: tuple[str, ...],
+    parameters: bool,
+    *,
+    extras: tuple[str, ...] = STEP_EXTRAS,
+    mode: str = "FOR NO KEY UPDATE",
+) -> SelectRow:
     quote = connection.ops.quote_name
     step, execution = models_.StepExecution, models_.JobExecution
     fields = [_field(step, name) for name in columns]
-    joined = [_field(execution, name.removeprefix("job_execution__")) for name in STEP_EXTRAS]
+    own = [_field(step, name.removeprefix("step_")) for name in STEP_OWN_EXTRAS]
+    joined = [_field(execution, name.removeprefix("job_execution__")) for name in extras]
 
     def column(alias: str, field: models.Field[Any, Any]) -> str:
         return f"{alias}.{quote(field.column)}"
 
     selected = ", ".join(
-        [*(column("s", field) for field in fields), *(column("e", field) for field in joined)]
+        [
+            *(column("s", field) for field in fields),
+            *(column("s", field) for field in own),
+            *(column("e", field) for field in joined),
+        ]
     )
-    locking = " FOR NO KEY UPDATE OF s" if connection.vendor == "postgresql" else ""
+    locking = f" {mode} OF s" if connection.vendor == "postgresql" else ""
     join = ""
-    extras: tuple[str, ...] = STEP_EXTRAS
+    extras = (*STEP_OWN_EXTRAS, *extras)
+    joined = [*own, *joined]
     if parameters:
         join, selected_parameters, field = _parameters_join(connection, "s")
         selected += f", {selected_parameters}"
-        joined, extras = [*joined, field], (*STEP_EXTRAS, PARAMETERS_EXTRA)
+        joined, extras = [*joined, field], (*extras, PARAMETERS_EXTRA)
     sql = (
         f"SELECT {selected} FROM {quote(step._meta.db_table)} s "  # nosec B608 # quoted model identifiers
         f"JOIN {quote(execution._meta.db_table)} e "
@@ -354,9 +395,8 @@ def _lock_step(connection: Any, columns: tuple[str, ...], parameters: bool) -> S
         f"{join} WHERE {column('s', _pk(step))} = %s{locking}"
     )
     decoders = _decoders([*fields, *joined], connection.vendor)
-    name = _name(
-        "lock+claimant" + ("+parameters" if parameters else ""), step._meta.db_table, columns
-    )
+    kind = "lock+claimant" if mode == "FOR NO KEY UPDATE" else "share+claim"
+    name = _name(kind + ("+parameters" if parameters else ""), step._meta.db_table, columns)
     return SelectRow(name, sql, (*columns, *extras), decoders)
 
 

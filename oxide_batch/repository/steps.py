@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,9 +247,11 @@ class StepOperations(UnitOfWorkBase):
         *,
         started: bool = False,
         worker: WorkerIdentity | None = None,
+        owned: Mapping[str, Any] | None = None,
     ) -> StepExecution:
         """Insert a STARTING step (STARTED at version 1 when ``started``),
-        taking over ``source``'s counts and state.
+        taking over ``source``'s counts and state. ``owned``: a claimed
+        partition worker's own columns (issue 43: its token, lease TTL, partition).
 
         ``source``'s checkpoint and context are verified before anything is
         written: one that does not verify → ``FaultStateCorrupt``, no row.
@@ -277,6 +280,7 @@ class StepOperations(UnitOfWorkBase):
                 "last_activity_at": now,
                 **state,
                 **(worker.columns() if worker is not None else {}),
+                **(owned or {}),
             },
         )
         if new_id is None:

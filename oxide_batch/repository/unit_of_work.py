@@ -30,6 +30,7 @@ from django.db.models import Q
 from oxide_batch import models as tables  # noqa: TID251 (the model layer)
 from oxide_batch.domain.errors import (
     ExecutionOwned,
+    InvalidState,
     OxideBatchError,
     RepositoryError,
     VersionAhead,
@@ -44,7 +45,9 @@ from oxide_batch.domain.execution import (
 )
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.names import IdentifierKind, validate_identifier
+from oxide_batch.domain.recovery import fenced_hint
 from oxide_batch.domain.state import StateLimits
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository import hooks, outbox, statements
 from oxide_batch.repository.failure_details import insert_failure_detail
 from oxide_batch.repository.faults import translate, translate_commit
@@ -409,11 +412,34 @@ class UnitOfWorkBase:
             self._execution_in_hand = row["job_execution_id"]
             self._remember_control(
                 row["job_execution_id"],
-                row["job_execution__owner_token"],
+                self._step_owner_token(row),
                 row["job_execution__stop_requested_at"],
                 row["job_execution__recovery_decision_id"],
             )
         return row
+
+    @staticmethod
+    def _step_owner_token(row: Mapping[str, Any]) -> Any:
+        """Whose token a write to this step must carry: a claimed partition
+        worker's own (issue 43, decision 462), else the execution's."""
+        own = row.get("step_owner_token")
+        return row["job_execution__owner_token"] if own is None else own
+
+    def _check_step_writer(self, row: Mapping[str, Any]) -> None:
+        """A runtime write to a step (its row locked with ``statements.lock_step``):
+        the execution's claimant and the owner's token (:meth:`_check_claimant`) —
+        a claimed worker's own token for its step, and such a worker is fenced
+        with its execution (decision 466: a recovered execution takes no write
+        from any of its workers)."""
+        execution_id = row["job_execution_id"]
+        self._check_claimant(
+            execution_id, row["job_execution__owner_user_id"], self._step_owner_token(row)
+        )
+        decision = row["job_execution__recovery_decision_id"]
+        if row.get("step_owner_token") is not None and decision is not None:
+            raise InvalidState(
+                id=row["id"], status=BatchStatus(row["status"]), hint=fenced_hint(decision)
+            )
 
     def _claimed_by(self, job_execution_id: int, row: Mapping[str, Any], prefix: str = "") -> None:
         """A write under ``job_execution_id``: check its claimant and recorded
@@ -588,11 +614,7 @@ class UnitOfWorkBase:
             if execution:
                 self._check_claimant(pk, row["owner_user_id"], row["owner_token"])
             else:
-                self._check_claimant(
-                    row["job_execution_id"],
-                    row["job_execution__owner_user_id"],
-                    row["job_execution__owner_token"],
-                )
+                self._check_step_writer(row)
             current = from_row(row)
             now = self.now()
             metadata, version = change(current, now)

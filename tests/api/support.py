@@ -79,6 +79,7 @@ PARTITION_KEYS = {
     "counts",
     "version",
     "worker_step_execution_id",
+    "retries",
 }
 COUNT_KEYS = {"read", "processed", "written", "filtered", "committed", "rolled_back"}
 FAILURE = {"category": "USER_COMPONENT", "failure_id": 7}

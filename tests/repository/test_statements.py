@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.apps import apps
 from django.db import IntegrityError, connection, models, transaction
+from django.db.models import F
 
 from oxide_batch import models as models_
 from oxide_batch.facts import newest_step_write
@@ -140,12 +141,21 @@ def assert_step_reads_agree(names: tuple[str, ...]) -> None:
     ORM's ``values()`` across the foreign key has them."""
     statement = statements.lock_step(connection, names)
     rows = models_.StepExecution.objects.all()
+    own = rows.annotate(step_owner_token=F("owner_token"))
     pks = list(rows.values_list("pk", flat=True))
     assert pks
     for pk in pks:
         with transaction.atomic(), connection.cursor() as cursor:
             explicit = statement.run(cursor, connection, pk)
-        assert explicit == rows.values(*names, *statements.STEP_EXTRAS).get(pk=pk), pk
+        expected = own.values(*names, *statements.STEP_OWN_EXTRAS, *statements.STEP_EXTRAS)
+        assert explicit == expected.get(pk=pk), pk
+    # The claim's shared read of a parent (issue 43) reads the same way.
+    shared = statements.share_claim_parent(connection, names)
+    for pk in pks:
+        with transaction.atomic(), connection.cursor() as cursor:
+            explicit = shared.run(cursor, connection, pk)
+        expected = own.values(*names, *statements.STEP_OWN_EXTRAS, *statements.CLAIM_EXTRAS)
+        assert explicit == expected.get(pk=pk), pk
     claimed = [rows.values(*statements.STEP_EXTRAS).get(pk=pk) for pk in pks]
     assert any(row["job_execution__owner_user_id"] is not None for row in claimed), (
         "no step of a claimed execution was compared"

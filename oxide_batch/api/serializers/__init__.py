@@ -103,6 +103,8 @@ from oxide_batch.api.serializers.operator import (
 from oxide_batch.api.serializers.partitions import (
     AggregateInput,
     PartitionCasInput,
+    PartitionClaimInput,
+    PartitionClaimOutput,
     PartitionEntryInput,
     PartitionOutput,
     PartitionPlanInput,
@@ -212,6 +214,8 @@ __all__ = [
     "PageOutput",
     "ParameterOutput",
     "PartitionCasInput",
+    "PartitionClaimInput",
+    "PartitionClaimOutput",
     "PartitionEntryInput",
     "PartitionOutput",
     "PartitionPlanInput",

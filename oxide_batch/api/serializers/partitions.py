@@ -11,6 +11,7 @@ from oxide_batch.api.fields import (
     EnumField,
     EnvelopeField,
     IdField,
+    OwnerTokenField,
     PartitionKeyField,
     StrictIntegerField,
 )
@@ -19,13 +20,17 @@ from oxide_batch.api.serializers.executions import (
     CONTROL_HELP,
     CarriesOwnerToken,
     CountsOutput,
+    LeaseOutput,
     WriteControlOutput,
 )
-from oxide_batch.api.serializers.steps import EnvelopeOutput
+from oxide_batch.api.serializers.steps import EnvelopeOutput, StepOutput
+from oxide_batch.api.serializers.worker import worker_field, worker_value
 from oxide_batch.domain.errors import EmptyPartitionPlan, PartitionPlanTooLarge
+from oxide_batch.domain.names import parse_owner_token
 from oxide_batch.domain.partitions import MAX_PARTITIONS, PartitionPlanEntry
 from oxide_batch.domain.state import PARTITION_CONTEXT_LIMITS, EnvelopeKind
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.worker import WorkerIdentity
 
 
 class PartitionEntryInput(Input):
@@ -125,6 +130,10 @@ class PartitionOutput(Output):
     counts = CountsOutput()
     version = serializers.IntegerField()
     worker_step_execution_id = serializers.IntegerField(allow_null=True)
+    retries = serializers.IntegerField(
+        help_text="How many times a claim gave it to a new worker after a failed one "
+        "(this attempt)."
+    )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
@@ -147,3 +156,71 @@ class PlanOutput(Output):
     step_execution_id = serializers.IntegerField()
     partitions = PartitionOutput(many=True, help_text="In partition key byte order.")
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
+
+
+# Issue 43: a remote worker's claim of the next partition (contract §2.4.6).
+class PartitionClaimInput(Input):
+    owner_token = OwnerTokenField(
+        help_text=(
+            "The claimant's OWN owner token (16 bytes as 32 lowercase hex characters), "
+            "not the execution's: its worker step's writes carry it."
+        )
+    )
+    worker = worker_field()
+
+    def owner_token_value(self) -> bytes:
+        with at("owner_token"):
+            return parse_owner_token(self.validated_data["owner_token"])
+
+    def worker_value(self) -> WorkerIdentity | None:
+        return worker_value(self.validated_data)
+
+
+class ClaimedPartitionOutput(PartitionOutput):
+    """The claimed partition (its context for payload readers)."""
+
+
+class PartitionClaimOutput(Output):
+    claimed = serializers.BooleanField(help_text="Whether a partition was assigned to the caller.")
+    partition = ClaimedPartitionOutput(
+        required=False, help_text="The claimed partition (claimed: true)."
+    )
+    worker_step = StepOutput(
+        required=False,
+        help_text=(
+            "The new worker step (claimed: true): STARTED, owned by the claimant's token; "
+            "its writes carry that token and renew its lease."
+        ),
+    )
+    checkpoint = EnvelopeOutput(
+        required=False,
+        allow_null=True,
+        help_text="What the worker step took over from the partition's previous worker.",
+    )
+    lease = LeaseOutput(
+        required=False,
+        help_text=(
+            "The worker step's lease: it expires TTL after its latest write; then the "
+            "watchdog fails it and the partition may be claimed again."
+        ),
+    )
+    reason = serializers.ChoiceField(
+        choices=["finished", "all_assigned", "stopping"],
+        required=False,
+        help_text=(
+            "Why nothing was claimed (claimed: false): `finished` (nothing left to run: "
+            "stop asking), `all_assigned` (the rest is running: ask again after an "
+            "interval), `stopping` (a stop was requested: stop asking)."
+        ),
+    )
+    step = StepOutput(required=False, help_text="The parent step (claimed: false).")
+    control = WriteControlOutput(
+        help_text="The execution's control state, `owner_matches` for the claimant's token."
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["context"] = EnvelopeOutput(
+            required=False, allow_null=True, help_text="The same for the step context."
+        )
+        return fields

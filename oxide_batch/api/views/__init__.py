@@ -70,6 +70,7 @@ from oxide_batch.api.views.operator import (
 from oxide_batch.api.views.partitions import (
     AggregateView,
     PartitionAssignView,
+    PartitionClaimView,
     PartitionCompleteView,
     PartitionPlanView,
     PartitionRestartView,
@@ -122,6 +123,7 @@ __all__ = [
     "NotificationRuleView",
     "OperatorRequestsView",
     "PartitionAssignView",
+    "PartitionClaimView",
     "PartitionCompleteView",
     "PartitionPlanView",
     "PartitionRestartView",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rest_framework import status as http
 from rest_framework.request import Request
@@ -14,8 +14,10 @@ from oxide_batch.api.permissions import may_see_payloads
 from oxide_batch.api.schema import endpoint
 from oxide_batch.api.serializers.base import at
 from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
+from oxide_batch.client.wire import format_instant
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.partitions import StepPartition, key_bytes
+from oxide_batch.repository.claims import ClaimOperations, PartitionClaim
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
 
@@ -243,3 +245,72 @@ class AggregateView(BatchView):
             control = uow.write_control(step.job_execution_id)
             uow.commit()
         return Response(render.step_write_data(step, control))
+
+
+class PartitionClaimView(BatchView):
+    required_permissions = RUN
+
+    @endpoint(
+        operation_id="claim_partition",
+        summary="Claim the next partition of a running partitioned step (remote workers)",
+        description=(
+            "Issue 43: assigns the next claimable partition in key byte order (never "
+            "assigned, or FAILED with retries left) to a new STARTED worker step owned by "
+            "the caller's own `owner_token`, in one transaction; concurrent claimants skip "
+            "each other's partition (`SKIP LOCKED`) instead of waiting. The caller must be "
+            "the execution's claimant user. Nothing to claim is 200 with `claimed: false` "
+            "and a `reason`."
+        ),
+        permission=RUN_BATCH,
+        request=s.PartitionClaimInput,
+        ok={200: s.PartitionClaimOutput},
+        errors={
+            404: ("step_execution_not_found",),
+            409: (
+                "execution_owned",
+                "partition_parent_not_active",
+                "partition_state_corrupt",
+                "fault_state_corrupt",
+            ),
+        },
+        body=True,
+        path_ids=True,
+        tags=["partitions"],
+    )
+    def post(self, request: Request, step_id: int) -> Response:
+        data = self.read(s.PartitionClaimInput, request.data)
+        token = data.owner_token_value()
+        with self.unit_of_work(token) as uow:
+            # The Django adapter's own operation (decision 460): row locks the
+            # port's in-memory fake has no equivalent of.
+            claims = cast(ClaimOperations, uow)
+            claim = claims.claim_step_partition(step_id, token, worker=data.worker_value())
+            control = uow.write_control()
+            uow.commit()
+        return Response(claim_data(request, claim, control))
+
+
+def claim_data(
+    request: Request, claim: PartitionClaim, control: WriteControl | None
+) -> dict[str, Any]:
+    """A claim's answer (``PartitionClaimOutput``)."""
+    answer: dict[str, Any] = {"claimed": claim.claimed}
+    if claim.partition is not None and claim.worker_step is not None:
+        assert claim.lease_ttl is not None
+        assert claim.lease_expires_at is not None
+        answer.update(
+            partition=partition_data(request, claim.partition),
+            worker_step=render.step_data(claim.worker_step),
+            checkpoint=None if claim.checkpoint is None else claim.checkpoint.as_json(),
+            context=None if claim.context is None else claim.context.as_json(),
+            lease={
+                "ttl_seconds": int(claim.lease_ttl.total_seconds()),
+                "expires_at": format_instant(claim.lease_expires_at),
+            },
+        )
+    else:
+        assert claim.reason is not None
+        answer.update(reason=claim.reason.value, step=render.step_data(claim.parent))
+    if control is not None:
+        answer["control"] = render.control_data(control)
+    return answer
