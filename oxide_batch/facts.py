@@ -7,7 +7,8 @@ asserts them equal.
 
 - **newest step write**: the newest ``last_activity_at`` of the execution's
   steps (their runtime writes), ``None`` without one — :func:`newest_step_write`,
-  :func:`newest_step_write_sql`.
+  :func:`newest_step_write_sql`. A claimed partition worker's step (its own
+  ``owner_token``) is left out: its writes renew its own lease (decision 467).
 - **owner recorded**: a runtime's token is recorded on the execution (it was
   claimed; the token itself is never read) — :func:`owner_recorded`,
   :func:`owner_recorded_of`.
@@ -54,7 +55,11 @@ def newest_step_write(using: str = "default") -> Subquery:
     execution in ``OuterRef("pk")`` (a correlated subquery on the ``ob_step_name``
     index, led by the execution id): the step half of contract §2.5.3's activity
     — a recovery, which moves the steps' ``updated_at``, never moves it."""
-    steps = models.StepExecution.objects.using(using).filter(job_execution_id=OuterRef("pk"))
+    # A claimed partition worker's writes renew its own lease, not the
+    # execution's (issue 43, decision 467): the manager's death stays visible.
+    steps = models.StepExecution.objects.using(using).filter(
+        job_execution_id=OuterRef("pk"), owner_token__isnull=True
+    )
     newest = steps.order_by(F("last_activity_at").desc(nulls_last=True))
     return Subquery(newest.values("last_activity_at")[:1])
 
@@ -67,9 +72,10 @@ def newest_step_write_sql(connection: Any, execution_id: str) -> str:
     meta = models.StepExecution._meta
     activity = quote(meta.get_field("last_activity_at").column)
     parent = quote(meta.get_field("job_execution").column)
+    own_token = quote(meta.get_field("owner_token").column)
     return (
         f"(SELECT s.{activity} FROM {quote(meta.db_table)} s "  # nosec B608 # quoted model identifiers
-        f"WHERE s.{parent} = {execution_id} "
+        f"WHERE s.{parent} = {execution_id} AND s.{own_token} IS NULL "
         f"ORDER BY s.{activity} DESC NULLS LAST LIMIT 1)"
     )
 
@@ -109,7 +115,7 @@ def silent_since(cutoff: datetime) -> Q:
     by ``id`` since decision 170: a key every runtime write moved made those
     writes non-HOT)."""
     recent_step_write = models.StepExecution.objects.filter(
-        job_execution_id=OuterRef("pk"), last_activity_at__gte=cutoff
+        job_execution_id=OuterRef("pk"), last_activity_at__gte=cutoff, owner_token__isnull=True
     )
     own_before = Q(last_activity_at__lt=cutoff) | Q(
         last_activity_at__isnull=True, updated_at__lt=cutoff
@@ -145,7 +151,9 @@ def lease_silent() -> Q:
     :func:`silent_since_of` with ``now - granted TTL``."""
     cutoff = F(LEASE_CUTOFF)
     recent_step_write = models.StepExecution.objects.filter(
-        job_execution_id=OuterRef("pk"), last_activity_at__gte=OuterRef(LEASE_CUTOFF)
+        job_execution_id=OuterRef("pk"),
+        last_activity_at__gte=OuterRef(LEASE_CUTOFF),
+        owner_token__isnull=True,  # a claimed worker's write is its own lease's (decision 467)
     )
     own_before = Q(last_activity_at__lt=cutoff) | Q(
         last_activity_at__isnull=True, updated_at__lt=cutoff

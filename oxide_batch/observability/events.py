@@ -220,6 +220,21 @@ CATALOGUE: Final[dict[str, EventSpec]] = {
             "recovered; replayed when another watchdog decided it first)",
         ),
         _spec(
+            "watchdog.worker_recovered",
+            WARNING,
+            (
+                "job_execution_id",
+                "worker_step_execution_id",
+                "decision_id",
+                "lease_expired_at",
+                "actor",
+                "detail",
+            ),
+            "the watchdog failed a claimed partition worker whose lease expired (issue 43): "
+            "its partition may be claimed again (detail parent_failed: over the retry "
+            "limit, the parent step failed); outcome recovered, or replayed",
+        ),
+        _spec(
             "watchdog.would_recover",
             INFO,
             ("job_execution_id", "lease_expired_at", "actor"),

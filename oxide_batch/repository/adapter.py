@@ -10,7 +10,7 @@ from oxide_batch.conf import batch_settings
 from oxide_batch.domain.descriptor import RepositoryCapability, RepositoryDescriptor
 from oxide_batch.domain.state import StateLimits
 from oxide_batch.repository.audit import AuditOperations
-from oxide_batch.repository.claims import ClaimOperations
+from oxide_batch.repository.claims import WorkerRecoveryOperations
 from oxide_batch.repository.clock import Clock, SystemClock
 from oxide_batch.repository.control import ControlOperations
 from oxide_batch.repository.executions import ExecutionOperations
@@ -31,7 +31,7 @@ DECLARED_CAPABILITIES: frozenset[RepositoryCapability] = frozenset(RepositoryCap
 class DjangoUnitOfWork(
     ExecutionOperations,
     FlowOperations,
-    ClaimOperations,
+    WorkerRecoveryOperations,
     StepOperations,
     PartitionOperations,
     AuditOperations,

@@ -14,6 +14,7 @@ to skip (decision 460).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,18 +25,31 @@ from django.db.models.functions import Collate
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.conf import batch_settings
-from oxide_batch.domain.errors import PartitionParentNotActive, StepExecutionNotFound
-from oxide_batch.domain.evidence import validate_owner_token
-from oxide_batch.domain.execution import StepExecution
+from oxide_batch.domain import events
+from oxide_batch.domain.errors import (
+    ConcurrentModification,
+    PartitionParentNotActive,
+    StepExecutionNotFound,
+)
+from oxide_batch.domain.evidence import instant_text, validate_owner_token
+from oxide_batch.domain.execution import FailureSummary, StepExecution
+from oxide_batch.domain.failure_detail import FailureDetail
+from oxide_batch.domain.lifecycle import LifecycleTransition, compare_and_transition, next_version
 from oxide_batch.domain.names import IdentifierKind
 from oxide_batch.domain.partitions import StepPartition
 from oxide_batch.domain.state import StateEnvelope
-from oxide_batch.domain.status import BatchStatus
+from oxide_batch.domain.status import BatchStatus, FailureCategory
 from oxide_batch.domain.worker import WorkerIdentity
 from oxide_batch.repository import statements
+from oxide_batch.repository.failure_details import insert_failure_detail
 from oxide_batch.repository.partition_rows import CONTEXT_COLUMNS, PARTITION_COLUMNS, read_partition
 from oxide_batch.repository.partitions import PartitionOperations
-from oxide_batch.repository.records import STEP_EXECUTION_COLUMNS, step_execution_from_row
+from oxide_batch.repository.records import (
+    STEP_EXECUTION_COLUMNS,
+    changed_columns,
+    metadata_columns,
+    step_execution_from_row,
+)
 from oxide_batch.repository.steps import TAKEOVER_COLUMNS, StepOperations
 from oxide_batch.repository.unit_of_work import operation
 
@@ -264,3 +278,258 @@ class ClaimOperations(StepOperations, PartitionOperations):
         if source is None or S(source["status"]) not in TAKEN_OVER:
             return None
         return source
+
+
+class WorkerRecoveryOutcome(enum.StrEnum):
+    RECOVERED = "recovered"  # this call's decision applied
+    REPLAYED = "replayed"  # the worker step was recovered before: that decision
+    SKIPPED = "skipped"  # not eligible (``detail`` says why): nothing written
+
+
+@dataclass(frozen=True)
+class WorkerRecoveryRecord:
+    """One ``ob_worker_recovery`` row (decision 465)."""
+
+    id: int
+    job_instance_id: int
+    job_execution_id: int
+    step_execution_id: int
+    worker_step_execution_id: int
+    worker_step_version: int
+    partition_id: int
+    partition_key: str
+    retries: int
+    prior_status: BatchStatus
+    reason_code: str
+    actor: str
+    evidence: dict[str, Any]
+    parent_failed: bool
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkerRecoveryResult:
+    outcome: WorkerRecoveryOutcome
+    record: WorkerRecoveryRecord | None = None
+    detail: str | None = None
+
+
+WORKER_RECOVERY_COLUMNS = tuple(f.name for f in WorkerRecoveryRecord.__dataclass_fields__.values())
+#: What the worker recovery reads of the parent and the worker step, locked.
+RECOVERY_STEP_COLUMNS = (
+    *STEP_EXECUTION_COLUMNS,
+    "owner_token",
+    "lease_ttl",
+    "claimed_partition_id",
+    "job_execution__status",
+    "job_execution__recovery_decision_id",
+)
+#: The exit code of a parent step failed by a partition over its retry limit.
+RETRY_LIMIT_EXIT_CODE = "PARTITION_RETRY_LIMIT"
+
+
+def worker_recovery_from_row(row: dict[str, Any]) -> WorkerRecoveryRecord:
+    return WorkerRecoveryRecord(
+        **{**row, "prior_status": S(row["prior_status"])},
+    )
+
+
+class WorkerRecoveryOperations(ClaimOperations):
+    """``recover_partition_worker``: the watchdog's decision on one claimed
+    worker whose lease expired (issue 43, decision 465)."""
+
+    @operation
+    def recover_partition_worker(
+        self,
+        worker_step_execution_id: int,
+        *,
+        actor: str,
+        reason_code: str,
+        failure_id: int,
+    ) -> WorkerRecoveryResult:
+        """Fail a claimed worker step whose lease expired and free its partition.
+
+        Locks the parent and the worker step (one statement, id order — the
+        global order), then the partition. Skipped (nothing written, ``detail``
+        says why) unless the worker is a claimed worker still STARTING/STARTED
+        under an active, unrecovered execution and a STARTED/STOPPING parent,
+        with ``last_activity_at`` + its granted TTL at or before now. A worker
+        already recovered replays that decision (one per worker step,
+        ``ob_worker_recovery_once``, whichever watchdog asks). Otherwise, in this
+        transaction: the worker step → FAILED (``STALE_RECOVERED``,
+        ``failure_id``; its ``last_activity_at`` stays), which fences its token
+        (every later write of it is refused); its partition → FAILED with the
+        worker's counts, claimable again in the same attempt; a partition
+        already retried ``OXIDE_BATCH_PARTITION_RETRY_LIMIT`` times fails the
+        STARTED parent step instead (exit ``PARTITION_RETRY_LIMIT``, a failure
+        detail saying so); and the audit row. ``StepExecutionNotFound``.
+        """
+        worker_id = self._id(STEP_EXECUTION, worker_step_execution_id)
+        steps = models.StepExecution.objects.using(self._using)
+        reference = steps.filter(pk=worker_id).values("claimed_partition_id").first()
+        if reference is None:
+            raise StepExecutionNotFound(id=worker_id)
+        partition_id = reference["claimed_partition_id"]
+        parent_id = (
+            None
+            if partition_id is None
+            else self._partitions_by_id(partition_id)
+            .values_list("step_execution_id", flat=True)
+            .first()
+        )
+        if partition_id is None or parent_id is None:
+            return WorkerRecoveryResult(
+                WorkerRecoveryOutcome.SKIPPED, detail="not_a_claimed_worker"
+            )
+        locked = {
+            row["id"]: row
+            for row in steps.select_for_update(no_key=True, of=("self",))
+            .filter(pk__in=(parent_id, worker_id))
+            .order_by("id")
+            .values(*RECOVERY_STEP_COLUMNS)
+        }
+        worker_row, parent_row = locked[worker_id], locked[parent_id]
+        self._execution_in_hand = worker_row["job_execution_id"]
+        done = (
+            models.WorkerRecovery.objects.using(self._using)
+            .filter(worker_step_execution_id=worker_id)
+            .values(*WORKER_RECOVERY_COLUMNS)
+            .first()
+        )
+        if done is not None:
+            return WorkerRecoveryResult(
+                WorkerRecoveryOutcome.REPLAYED, worker_recovery_from_row(done)
+            )
+        now = self.now()
+        why = self._not_recoverable(worker_row, parent_row, now)
+        if why is not None:
+            return WorkerRecoveryResult(WorkerRecoveryOutcome.SKIPPED, detail=why)
+        who = events.Actor("operator")
+        worker = step_execution_from_row(worker_row)
+        failed = self._fail_step(
+            worker_row,
+            worker,
+            FailureSummary(FailureCategory.STALE_RECOVERED, failure_id),
+            now,
+            who,
+        )
+        row, partition = self._lock_partition(partition_id)
+        parent_failed = False
+        if partition.status is S.STARTED and partition.worker_step_execution_id == worker_id:
+            freed = dataclasses.replace(
+                partition,
+                status=S.FAILED,
+                exit_code=failed.exit_code,
+                counts=failed.counts,
+                version=next_version(partition.version),
+            )
+            self._write_partition(row, freed)
+            self._record(events.PartitionCompleted(partition=freed, actor=who))
+            limit = batch_settings.PARTITION_RETRY_LIMIT
+            parent = step_execution_from_row(parent_row)
+            if partition.retries >= limit and parent.status is S.STARTED:
+                detail = FailureDetail(
+                    type="PartitionRetryLimit",
+                    message=(
+                        f"partition {partition.key!r} lost its worker after {partition.retries} "
+                        f"retries: over OXIDE_BATCH_PARTITION_RETRY_LIMIT ({limit})"
+                    ),
+                )
+                summary = FailureSummary(FailureCategory.STALE_RECOVERED, failure_id, detail)
+                self._fail_step(parent_row, parent, summary, now, who, RETRY_LIMIT_EXIT_CODE)
+                parent_failed = True
+        evidence = {
+            "last_activity_at": instant_text(worker_row["last_activity_at"]),
+            "lease_ttl_seconds": self._granted_ttl(worker_row).total_seconds(),
+            "lease_expired_at": instant_text(self._lease_end(worker_row)),
+            "worker_status": worker.status.value,
+            "partition_status": partition.status.value,
+            "worker": {
+                member: worker_row[f"worker_{member}"]
+                for member in ("host", "pid", "name", "client")
+            },
+        }
+        values = {
+            "job_instance_id": worker_row["job_instance_id"],
+            "job_execution_id": worker_row["job_execution_id"],
+            "step_execution_id": parent_id,
+            "worker_step_execution_id": worker_id,
+            "worker_step_version": failed.version,
+            "partition_id": partition_id,
+            "partition_key": partition.key,
+            "retries": partition.retries,
+            "prior_status": worker.status.value,
+            "reason_code": reason_code,
+            "actor": actor,
+            "evidence": evidence,
+            "parent_failed": parent_failed,
+            "decided_at": now,
+        }
+        new_id = self._insert_unless_conflict(models.WorkerRecovery, values)
+        if new_id is None:  # cannot happen under the worker's lock: fail closed
+            raise ConcurrentModification()
+        record = worker_recovery_from_row({"id": new_id, **values})
+        return WorkerRecoveryResult(WorkerRecoveryOutcome.RECOVERED, record)
+
+    def _partitions_by_id(self, partition_id: int) -> Any:
+        return models.StepPartition.objects.using(self._using).filter(pk=partition_id)
+
+    @staticmethod
+    def _granted_ttl(row: dict[str, Any]) -> timedelta:
+        ttl: timedelta | None = row["lease_ttl"]
+        return batch_settings.LEASE_TTL if ttl is None else ttl
+
+    def _lease_end(self, row: dict[str, Any]) -> datetime:
+        activity: datetime = row["last_activity_at"] or row["updated_at"]
+        return activity + self._granted_ttl(row)
+
+    def _not_recoverable(
+        self, worker: dict[str, Any], parent: dict[str, Any], now: datetime
+    ) -> str | None:
+        if worker["owner_token"] is None:
+            return "not_a_claimed_worker"
+        if S(worker["status"]) not in (S.STARTING, S.STARTED):
+            return "not_running"
+        if now < self._lease_end(worker):
+            return "lease_not_expired"
+        job_status = S(worker["job_execution__status"])
+        if not job_status.is_active or worker["job_execution__recovery_decision_id"] is not None:
+            return "execution_resolved"  # the execution's own recovery resolves its steps
+        if S(parent["status"]) not in (S.STARTED, S.STOPPING):
+            return "parent_not_active"
+        return None
+
+    def _fail_step(
+        self,
+        row: dict[str, Any],
+        step: StepExecution,
+        failure: FailureSummary,
+        now: datetime,
+        who: events.Actor,
+        exit_code: str | None = None,
+    ) -> StepExecution:
+        """One step → FAILED by the lifecycle table (its ``last_activity_at``
+        stays: a recovery is not the runtime's activity), with the failure's
+        detail when it carries one."""
+        metadata, version = compare_and_transition(
+            step.metadata,
+            step.version,
+            step.version,
+            LifecycleTransition(S.FAILED, failure=failure, at=now),
+        )
+        if exit_code is not None:
+            metadata = dataclasses.replace(metadata, exit_code=exit_code)
+        written = changed_columns(row, metadata_columns(metadata, version, now))
+        self._update(models.StepExecution, step.id, written)
+        if failure.detail is not None:
+            insert_failure_detail(
+                self._using,
+                row,
+                failure,
+                job_execution_id=step.job_execution_id,
+                step_execution_id=step.id,
+                now=now,
+            )
+        failed = step.with_state(metadata, version, now)
+        self._record(events.StepTransitioned(step=failed, prior=step.status, actor=who))
+        return failed

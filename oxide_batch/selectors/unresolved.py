@@ -82,6 +82,28 @@ def expired_lease_candidates(
     return list(rows[:limit])
 
 
+def expired_worker_candidates(
+    *, now: datetime, lease_ttl: timedelta, after_id: int = 0, limit: int = 100
+) -> list[tuple[int, int]]:
+    """``(worker step id, job execution id)`` of the claimed partition workers
+    (issue 43) still STARTING/STARTED whose own lease expired by ``now``: no
+    write since their granted TTL (``lease_ttl`` where none is recorded). The
+    watchdog's worker candidates, ascending, after ``after_id`` (keyset); one
+    query on the partial index ``ob_step_worker_live``. The recovery re-checks
+    each under its lock (a write may land in between)."""
+    live = [BatchStatus.STARTING.value, BatchStatus.STARTED.value]
+    rows = (
+        models.StepExecution.objects.filter(
+            owner_token__isnull=False, status__in=live, pk__gt=after_id
+        )
+        .annotate(**{LEASE_CUTOFF: lease_cutoff(now, lease_ttl)})
+        .filter(last_activity_at__lte=F(LEASE_CUTOFF))
+        .order_by("pk")
+        .values_list("pk", "job_execution_id")
+    )
+    return list(rows[:limit])
+
+
 def unresolved_executions(
     *,
     now: datetime,

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import enum
 import re
+import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
@@ -49,7 +51,8 @@ from oxide_batch.domain.errors import (
 from oxide_batch.domain.evidence import Eligibility, RecoveryProposal
 from oxide_batch.domain.failures import WATCHDOG_ACTOR_PREFIX
 from oxide_batch.domain.recovery import RecoveryDisposition
-from oxide_batch.selectors.unresolved import expired_lease_candidates
+from oxide_batch.repository.claims import WorkerRecoveryOperations, WorkerRecoveryOutcome
+from oxide_batch.selectors.unresolved import expired_lease_candidates, expired_worker_candidates
 from oxide_batch.services.audit import Actor, Outcome
 from oxide_batch.services.deadlines import Deadlines, RaisedAlarm
 from oxide_batch.services.operator import OperatorService
@@ -58,6 +61,8 @@ from oxide_batch.services.operator import OperatorService
 LEASE_EXPIRED = "LEASE_EXPIRED"
 #: How many hex characters of the evidence digest its operation ids carry.
 DIGEST_PREFIX = 16
+#: Failure ids are 1 … 2^63−1.
+MAX_FAILURE_ID = 2**63 - 1
 #: Candidates read per query (a pass reads pages until ``limit`` are recovered).
 PAGE = 100
 _ACTOR_CHARACTERS = re.compile(r"[^A-Za-z0-9._:@-]")
@@ -99,6 +104,9 @@ class WatchdogAction:
     # Left to a human and already reported with the same evidence by an earlier
     # pass of this watchdog: nothing new to say.
     repeated: bool = False
+    # A claimed partition worker's recovery (issue 43): its worker step; the
+    # decision is then an ``ob_worker_recovery`` row.
+    worker_step_execution_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,11 +177,76 @@ class Watchdog:
                 actions.append(action)
                 if action.kind is not ActionKind.SKIPPED:
                     acted += 1
+        acted += self._recover_workers(now, actions, self.limit - acted)
         # One that is no longer left to a human (resolved, purged) is said again
         # if it comes back.
         self._left_to_human = left
         alarms = () if self.dry_run else tuple(self.deadlines.raise_due(now=now, limit=self.limit))
         return PassReport(at=now, actions=tuple(actions), alarms=alarms)
+
+    def _recover_workers(self, now: datetime, actions: list[WatchdogAction], budget: int) -> int:
+        """Claimed partition workers whose own lease expired (issue 43, decision
+        465): each one's worker step FAILED, its partition claimable again (or,
+        over the retry limit, the parent failed), audited in ``ob_worker_recovery``.
+        Appends the actions; returns how many acted (at most ``budget``)."""
+        acted = 0
+        after = 0
+        while acted < budget:
+            page = expired_worker_candidates(
+                now=now, lease_ttl=self.lease_ttl, after_id=after, limit=PAGE
+            )
+            if not page:
+                break
+            after = page[-1][0]
+            for worker_id, execution_id in page:
+                if acted >= budget:
+                    break
+                action = self._consider_worker(worker_id, execution_id)
+                actions.append(action)
+                if action.kind is not ActionKind.SKIPPED:
+                    acted += 1
+        return acted
+
+    def _consider_worker(self, worker_id: int, execution_id: int) -> WatchdogAction:
+        if self.dry_run:
+            return WatchdogAction(
+                execution_id, ActionKind.WOULD_RECOVER, worker_step_execution_id=worker_id
+            )
+        try:
+            with self.service.repository.begin() as uow:
+                workers = cast(WorkerRecoveryOperations, uow)
+                result = workers.recover_partition_worker(
+                    worker_id,
+                    actor=self.actor.reference,
+                    reason_code=LEASE_EXPIRED,
+                    failure_id=secrets.randbelow(MAX_FAILURE_ID) + 1,
+                )
+                uow.commit()
+        except (NotFound, ConcurrentModification) as error:
+            return WatchdogAction(
+                execution_id, ActionKind.SKIPPED, detail=error.code,
+                worker_step_execution_id=worker_id,
+            )  # fmt: skip
+        record = result.record
+        if result.outcome is WorkerRecoveryOutcome.SKIPPED or record is None:
+            return WatchdogAction(
+                execution_id, ActionKind.SKIPPED, detail=result.detail,
+                worker_step_execution_id=worker_id,
+            )  # fmt: skip
+        kind = (
+            ActionKind.REPLAYED
+            if result.outcome is WorkerRecoveryOutcome.REPLAYED
+            else ActionKind.RECOVERED
+        )
+        expired = datetime.fromisoformat(str(record.evidence["lease_expired_at"]))
+        return WatchdogAction(
+            execution_id,
+            kind,
+            decision_id=record.id,
+            lease_expired_at=expired,
+            detail="parent_failed" if record.parent_failed else None,
+            worker_step_execution_id=worker_id,
+        )
 
     def _consider(
         self, proposal: RecoveryProposal, left: dict[int, str] | None = None

@@ -229,6 +229,7 @@ ROUTES = [
     Route("GET", "steps/{step}/partitions", {}),
     Route("POST", "steps/{step}/partitions", {"entries": [{"key": "probe"}]}),
     Route("POST", "steps/{step}/partitions/restart", {"source_step_execution_id": UNKNOWN}),
+    Route("POST", "steps/{step}/partitions/claim", {"owner_token": OWNER_TOKEN}),
     Route("POST", "steps/{step}/aggregate", {"expected_version": 0}),
     Route("POST", "partitions/{partition}/assign", PARTITION_CAS),
     Route("POST", "partitions/{partition}/complete", PARTITION_CAS),

@@ -305,6 +305,22 @@ CONTRACT: dict[str, May] = {
         {"StepPartition": {"status", "version", "worker_step_execution_id", "exit_code", *COUNTS}}
     ),
     "complete_partition": may({"StepPartition": {"status", "version", "exit_code", *COUNTS}}),
+    # Issue 43: a new worker step, created STARTED (version 1), and the
+    # partition's assignment (and retries).
+    "claim_partition": May(
+        {
+            "StepPartition": {
+                "status",
+                "version",
+                "worker_step_execution_id",
+                "exit_code",
+                *COUNTS,
+                "retries",
+            }
+        },
+        frozenset({"StepExecution"}),
+        starts_at=1,
+    ),
     "aggregate_partitions": may({"StepExecution": {*LIFECYCLE, *COUNTS, "exit_code", "version"}}),
 }
 

@@ -127,6 +127,10 @@ def test_worker_writes_carry_its_own_token(rt: Runtime) -> None:
     assert done["status"] == "COMPLETED"
     assert done["counts"]["written"] == 2
     assert done["control"]["owner_matches"] is True
+    # The manager's one read per interval says it may aggregate.
+    assert rt.get(f"steps/{parent['id']}/partitions")["summary"] == {
+        "by_status": {"COMPLETED": 1}, "claimable": 0, "running": 0, "settled": True,
+    }  # fmt: skip
     # Nothing left to run.
     finished = claim(rt, parent, WORKER_2)
     assert finished["claimed"] is False
@@ -153,6 +157,10 @@ def test_a_failed_partition_is_claimed_again_and_resumes_from_its_checkpoint(
         200,
     )  # fmt: skip
     assert failed["status"] == "FAILED"
+    # Not settled: the failed partition has retries left.
+    assert rt.get(f"steps/{parent['id']}/partitions")["summary"] == {
+        "by_status": {"FAILED": 1}, "claimable": 1, "running": 0, "settled": False,
+    }  # fmt: skip
     again = claim(rt, parent, WORKER_2)
     assert again["claimed"] is True
     assert again["partition"]["retries"] == 1

@@ -72,8 +72,9 @@ def test_plan_in_key_byte_order_with_contexts_for_payload_readers(
     assert first["context"] == CONTEXT
     assert first["status"] == "STARTING"
     assert first["worker_step_execution_id"] is None
-    assert rt.get(f"steps/{parent['id']}/partitions") == created
-    assert operator.get(f"steps/{parent['id']}/partitions") == created
+    summary = {"by_status": {"STARTING": 4}, "claimable": 4, "running": 0, "settled": False}
+    assert rt.get(f"steps/{parent['id']}/partitions") == {**created, "summary": summary}
+    assert operator.get(f"steps/{parent['id']}/partitions") == {**created, "summary": summary}
     seen = viewer.get(f"steps/{parent['id']}/partitions")
     assert [set(p) for p in seen["partitions"]] == [PARTITION_KEYS] * 4
 

@@ -58,6 +58,7 @@ ENDPOINTS = [
     ("GET", f"steps/{N}/partitions", VIEW_BATCH),
     ("POST", f"steps/{N}/partitions", RUN_BATCH),
     ("POST", f"steps/{N}/partitions/restart", RUN_BATCH),
+    ("POST", f"steps/{N}/partitions/claim", RUN_BATCH),
     ("POST", f"steps/{N}/aggregate", RUN_BATCH),
     ("POST", f"partitions/{N}/assign", RUN_BATCH),
     ("POST", f"partitions/{N}/complete", RUN_BATCH),

@@ -152,9 +152,30 @@ class PartitionOutput(Output):
         return document
 
 
+class PlanSummaryOutput(Output):
+    """What a manager waiting on remote workers reads (issue 43): one GET per interval."""
+
+    by_status = serializers.DictField(
+        child=serializers.IntegerField(), help_text="How many partitions have each status."
+    )
+    claimable = serializers.IntegerField(
+        help_text="Partitions a claim may take now: never assigned, or FAILED with retries left."
+    )
+    running = serializers.IntegerField(help_text="Partitions STARTED (a worker holds each).")
+    settled = serializers.BooleanField(
+        help_text=(
+            "Nothing is claimable or running: every partition is COMPLETED, STOPPED, UNKNOWN, "
+            "or FAILED with no retry left — aggregate now."
+        )
+    )
+
+
 class PlanOutput(Output):
     step_execution_id = serializers.IntegerField()
     partitions = PartitionOutput(many=True, help_text="In partition key byte order.")
+    summary = PlanSummaryOutput(
+        required=False, help_text="The plan's counts (the GET's answer only; issue 43)."
+    )
     control = WriteControlOutput(required=False, help_text=CONTROL_HELP)
 
 

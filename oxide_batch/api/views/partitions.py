@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, cast
 
 from rest_framework import status as http
@@ -15,8 +16,10 @@ from oxide_batch.api.schema import endpoint
 from oxide_batch.api.serializers.base import at
 from oxide_batch.api.views.base import READ_RUN, RUN, BatchView
 from oxide_batch.client.wire import format_instant
+from oxide_batch.conf import batch_settings
 from oxide_batch.domain.fused import WriteControl
 from oxide_batch.domain.partitions import StepPartition, key_bytes
+from oxide_batch.domain.status import BatchStatus
 from oxide_batch.repository.claims import ClaimOperations, PartitionClaim
 from oxide_batch.roles import RUN_BATCH, VIEW_BATCH
 
@@ -35,6 +38,24 @@ def partitions_data(
         context={"payloads": may_see_payloads(request)},
     )
     return render.with_control(dict(output.data), control)
+
+
+def plan_summary(plan: list[StepPartition], retry_limit: int) -> dict[str, Any]:
+    """``PlanSummaryOutput``: counts by status, claimable, running, settled (issue 43)."""
+    by_status = Counter(partition.status.value for partition in plan)
+    claimable = sum(
+        1
+        for partition in plan
+        if (partition.status is BatchStatus.STARTING and partition.worker_step_execution_id is None)
+        or (partition.status is BatchStatus.FAILED and partition.retries < retry_limit)
+    )
+    running = by_status.get(BatchStatus.STARTED.value, 0)
+    return {
+        "by_status": dict(sorted(by_status.items())),
+        "claimable": claimable,
+        "running": running,
+        "settled": bool(plan) and claimable == 0 and running == 0,
+    }
 
 
 def partition_data(
@@ -62,7 +83,9 @@ class PartitionPlanView(BatchView):
     def get(self, request: Request, step_id: int) -> Response:
         with self.unit_of_work() as uow:
             plan = uow.step_partition_plan(step_id)
-        return Response(partitions_data(request, step_id, plan))
+        answer = partitions_data(request, step_id, plan)
+        answer["summary"] = plan_summary(plan, batch_settings.PARTITION_RETRY_LIMIT)
+        return Response(answer)
 
     @endpoint(
         operation_id="create_partition_plan",

@@ -107,6 +107,7 @@ def action_json(action: WatchdogAction) -> dict[str, Any]:
         "lease_expired_at": instant(action.lease_expired_at),
         "detail": action.detail,
         "repeated": action.repeated,
+        "worker_step_execution_id": action.worker_step_execution_id,
     }
 
 
@@ -209,6 +210,22 @@ class Command(OxideCommand):
                     "job_execution_id": action.job_execution_id,
                     "lease_expired_at": instant(action.lease_expired_at),
                     "actor": watchdog.actor.reference,
+                    "outcome": action.kind.value,
+                },
+            )
+        elif action.worker_step_execution_id is not None and action.kind in (
+            ActionKind.RECOVERED,
+            ActionKind.REPLAYED,
+        ):
+            events.emit(
+                "watchdog.worker_recovered",
+                {
+                    "job_execution_id": action.job_execution_id,
+                    "worker_step_execution_id": action.worker_step_execution_id,
+                    "decision_id": action.decision_id,
+                    "lease_expired_at": instant(action.lease_expired_at),
+                    "actor": watchdog.actor.reference,
+                    "detail": action.detail,
                     "outcome": action.kind.value,
                 },
             )

@@ -268,6 +268,14 @@ def _restart_plan(w: World) -> Target:
     return Target(f"steps/{target['id']}/partitions/restart", body)
 
 
+def _claim_partition(w: World) -> Target:
+    execution = w.started()
+    parent = w.started_step(execution, "parent")
+    w.plan(parent, ("a", "b"))
+    body = {"owner_token": "c3" * 16, "worker": {"host": "h", "pid": 7, "name": "n", "client": "c"}}
+    return Target(f"steps/{parent['id']}/partitions/claim", body)
+
+
 def _assign(w: World) -> Target:
     execution = w.started()
     (partition,) = w.plan(w.started_step(execution, "parent"))
@@ -322,6 +330,7 @@ RECIPES: dict[str, Callable[[World], Target]] = {
     "commit_chunk": _chunk,
     "create_partition_plan": _plan,
     "restart_partition_plan": _restart_plan,
+    "claim_partition": _claim_partition,
     "assign_partition": _assign,
     "complete_partition": _complete,
     "aggregate_partitions": _aggregate,
