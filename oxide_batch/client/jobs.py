@@ -286,7 +286,9 @@ class JobRun:
         aggregate once every partition is done. Returns the parent when it
         aggregated COMPLETED; raises ``StopRequested`` (STOPPED), ``StepFailed``
         (FAILED: a worker's failure, or a partition over its retry limit) or
-        ``ExecutionFenced`` (:func:`oxide_batch.client.partitioned.run_remote_partitioned_step`)."""
+        ``ExecutionFenced``. ``retry_limit`` is assumed only of a server whose
+        partition list carries no summary
+        (:func:`oxide_batch.client.partitioned.run_remote_partitioned_step`)."""
         from oxide_batch.client.partitioned import run_remote_partitioned_step
 
         return run_remote_partitioned_step(

@@ -32,6 +32,7 @@ from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
 from oxide_batch.client.models import Partition, Step
 from oxide_batch.client.pool import PoolBreak, WorkerBeacons, beacon
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
+from oxide_batch.client.workers import PlanSummary
 from oxide_batch.domain.errors import NotRestartable, RestartStateNotFound
 from oxide_batch.domain.partitions import RUNTIME_TERMINAL
 from oxide_batch.domain.state import StateEnvelope
@@ -314,23 +315,43 @@ def _fail(run: JobRun, step: Step, item: PartitionWork, what: str) -> None:
 # -- remote partitions: the manager ------------------------------------------------------
 
 
-#: ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``'s default, when the server does not say its own.
+#: ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``'s default: what a manager assumes of a
+#: server whose partition list carries no summary.
 DEFAULT_PARTITION_RETRY_LIMIT = 3
 
 
-def _settled(partition: Partition, limit: int) -> bool:
-    """Done for the aggregation: a worker and a runtime-terminal status, and
-    not a FAILED partition the next claimant may still take (retries left)."""
-    if partition.worker_step_execution_id is None or partition.status not in RUNTIME_TERMINAL:
-        return False
-    return partition.status is not BatchStatus.FAILED or partition.retries >= limit
+@dataclass(frozen=True)
+class PlanState:
+    """One read of the plan, as the manager judges it."""
+
+    settled: bool  # nothing claimable or running: aggregate now
+    exhausted: bool  # a partition FAILED with no retry left (the parent may have failed)
+    running: bool  # a partition is STARTED (a worker holds it)
 
 
-def retry_limit_of(run: JobRun) -> int:
-    """The server's ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``: the descriptor's
-    ``partition_retry_limit`` when it carries one, else the default."""
-    member = run.client.descriptor().get("partition_retry_limit")
-    return DEFAULT_PARTITION_RETRY_LIMIT if member is None else int(member)
+def plan_state(
+    partitions: Sequence[Partition], summary: PlanSummary | None, limit: int
+) -> PlanState:
+    """The server's summary decides (it knows its retry limit); without one,
+    the partitions are judged against ``limit``."""
+    running = any(p.status is BatchStatus.STARTED for p in partitions)
+    failed = sum(1 for p in partitions if p.status is BatchStatus.FAILED)
+    if summary is not None:
+        unassigned = sum(
+            1
+            for p in partitions
+            if p.status is BatchStatus.STARTING and p.worker_step_execution_id is None
+        )
+        retryable = summary.claimable - unassigned
+        return PlanState(summary.settled, failed > retryable, running)
+    exhausted = any(p.status is BatchStatus.FAILED and p.retries >= limit for p in partitions)
+    settled = all(
+        p.worker_step_execution_id is not None
+        and p.status in RUNTIME_TERMINAL
+        and (p.status is not BatchStatus.FAILED or p.retries >= limit)
+        for p in partitions
+    )
+    return PlanState(settled, exhausted, running)
 
 
 def run_remote_partitioned_step(
@@ -345,19 +366,19 @@ def run_remote_partitioned_step(
     """:meth:`JobRun.remote_partitioned_step`. The parent is created, STARTED
     and planned as for the local pool; its partitions are then claimed and run
     by remote workers (:mod:`oxide_batch.client.workers`). The manager waits
-    with one request per ``interval`` — ``GET steps/{parent}/partitions`` —
-    and aggregates once every partition is done (a FAILED one only once it is
-    over ``retry_limit``, by default the server's: :func:`retry_limit_of`). A
-    stop or a fence is what the execution heartbeat last saw (no request of
-    its own). A partition over the limit makes it read the parent: the
-    watchdog fails the parent with it."""
+    with one request per ``interval`` — ``GET steps/{parent}/partitions``,
+    whose summary says when the plan is settled — and then aggregates. A stop
+    or a fence is what the execution heartbeat last saw (no request of its
+    own). A partition FAILED with no retry left makes it read the parent: the
+    watchdog fails the parent with it. ``retry_limit`` is assumed only of a
+    server whose answer carries no summary (default 3)."""
     if interval <= 0:
         raise ValueError("interval must be positive")
     started = _start_parent(run, name, keys)
     if isinstance(started, Step):
         return started
     parent, partitions = started
-    limit = retry_limit_of(run) if retry_limit is None else retry_limit
+    limit = DEFAULT_PARTITION_RETRY_LIMIT if retry_limit is None else retry_limit
     log.info(
         "partitioned step %r (step %d): %d partitions planned for remote workers",
         name,
@@ -366,12 +387,12 @@ def run_remote_partitioned_step(
     )
     client = run.client
     while True:
-        partitions = client.partitions(parent)
-        if any(p.status is BatchStatus.FAILED and p.retries >= limit for p in partitions):
+        state = plan_state(*client.partition_plan(parent), limit)
+        if state.exhausted:
             current = client.step(parent.id)
             if not current.status.is_active:
                 return _outcome(run, current)
-        if all(_settled(partition, limit) for partition in partitions):
+        if state.settled:
             return _aggregated(run, client.step(parent.id))
         try:
             run.heartbeat_saw()
@@ -392,13 +413,12 @@ def _stop_remote(
     lease = run.execution.lease
     deadline = time.monotonic() + (lease.ttl_seconds if lease else 60.0) + 2 * interval
     while True:
-        partitions = client.partitions(parent)
-        if all(_settled(partition, limit) for partition in partitions):
+        state = plan_state(*client.partition_plan(parent), limit)
+        if state.settled:
             return _aggregated(run, client.step(parent.id))
         # A STARTED partition's worker is still at work, or dead and not yet
         # recovered (the watchdog then makes it FAILED).
-        live = any(p.status is BatchStatus.STARTED for p in partitions)
-        if not live or time.monotonic() >= deadline:
+        if not state.running or time.monotonic() >= deadline:
             break
         sleep(interval)
     current = client.step(parent.id)

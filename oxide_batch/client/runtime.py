@@ -40,6 +40,7 @@ from oxide_batch.client.workers import (
     DEFAULT_CLAIM_INTERVAL,
     DEFAULT_WORKER_POLL,
     ClaimAnswer,
+    PlanSummary,
     WorkerReport,
     claim_from_json,
     partition_worker,
@@ -756,6 +757,13 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         return None if decision is None else FlowDecision.from_json(decision)
 
     # -- remote partitions -----------------------------------------------------------
+
+    def partition_plan(self, step: Ref) -> tuple[list[Partition], PlanSummary | None]:
+        """``GET steps/{id}/partitions``: the plan and its summary (``None``
+        from a server older than remote partitions) — a manager's one read per interval."""
+        document = self._get(f"steps/{_id(step)}/partitions")
+        partitions = [Partition.from_json(item) for item in document["partitions"]]
+        return partitions, PlanSummary.from_json(document.get("summary"))
 
     def claim_partition(
         self, parent_step: Ref, owner_token: bytes, *, worker: Mapping[str, Any] | None = None

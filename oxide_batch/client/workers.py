@@ -20,6 +20,8 @@ when to stop:
 
 - ``all_assigned``: every partition left has a live worker; wait ``interval``
   seconds and ask again (a dead worker's partition comes back after its lease);
+  so does a parent not STARTED yet (``partition_parent_not_active`` from
+  STARTING: its manager is about to plan it);
 - ``finished`` (every partition is done, or the parent is no longer active) and
   ``stopping`` (a stop was requested): return a :class:`WorkerReport`.
 
@@ -135,6 +137,30 @@ def claim_from_json(document: Mapping[str, Any]) -> ClaimAnswer:
     )
 
 
+@dataclass(frozen=True)
+class PlanSummary:
+    """``GET steps/{parent}/partitions``'s ``summary``: how many partitions
+    have each status, how many a claim may take now (never assigned, or FAILED
+    with retries left), how many are running (STARTED), and whether the plan is
+    ``settled`` (nothing claimable or running: aggregate now)."""
+
+    by_status: Mapping[str, int]
+    claimable: int
+    running: int
+    settled: bool
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any] | None) -> PlanSummary | None:
+        if document is None:
+            return None
+        return cls(
+            {str(key): int(value) for key, value in document["by_status"].items()},
+            int(document["claimable"]),
+            int(document["running"]),
+            bool(document["settled"]),
+        )
+
+
 @dataclass
 class WorkerReport:
     """What one :func:`partition_worker` loop did: the partitions it ran, by
@@ -239,9 +265,18 @@ def partition_worker(
             # never writes, its lease expires and the partition comes back.
             log.warning("claim outcome unknown; claiming again with a new token")
             continue
-        except (PartitionParentNotActive, ExecutionOwned) as refused:
+        except PartitionParentNotActive as refused:
+            if refused.status is BatchStatus.STARTING:
+                # Its manager is about to start and plan it: ask again.
+                report.waits += 1
+                sleep(interval)
+                continue
             log.info("the partitioned step is no longer active: %s", refused)
-            report.reason = FINISHED if isinstance(refused, PartitionParentNotActive) else FENCED
+            report.reason = FINISHED
+            return report
+        except ExecutionOwned as refused:
+            log.info("the partitioned step is no longer active: %s", refused)
+            report.reason = FENCED
             return report
         if isinstance(answer, NothingClaimed):
             if answer.reason == ALL_ASSIGNED:

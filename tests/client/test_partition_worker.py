@@ -302,6 +302,16 @@ def test_the_heartbeat_keeps_the_worker_lease_alive_with_the_workers_token() -> 
     assert len(fake.named("observe")) == observed  # it stopped with its partition
 
 
+def test_a_parent_not_started_yet_is_asked_again_after_the_interval() -> None:
+    starting = PartitionParentNotActive(step_execution_id=PARENT, status=BatchStatus.STARTING)
+    fake = FakeRuntime([starting, claimed(0), nothing("finished")])
+    waits: list[float] = []
+
+    report = partition_worker(fake, PARENT, chunks(5, 5), interval=0.5, sleep=waits.append)
+
+    assert (report.reason, report.completed, waits) == ("finished", [0], [0.5])
+
+
 def test_max_partitions_returns_after_that_many() -> None:
     fake = FakeRuntime([claimed(0), claimed(1), claimed(2)])
     report = partition_worker(fake, PARENT, chunks(5, 5), max_partitions=2)

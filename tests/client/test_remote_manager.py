@@ -33,17 +33,22 @@ WAIT = 20.0
 
 
 @pytest.fixture
-def runtime(runtime: ScriptedClient, monkeypatch: pytest.MonkeyPatch) -> ScriptedClient:
-    """The conftest's runtime client; on SQLite, one request at a time."""
+def runtime(
+    runtime: ScriptedClient, operator: OperatorClient, monkeypatch: pytest.MonkeyPatch
+) -> ScriptedClient:
+    """The conftest's runtime client; on SQLite, one request at a time (the
+    operator's too)."""
     if not on_postgres():
         lock = threading.RLock()
-        send = runtime._request
+        for client in (runtime, operator):
+            send = client._request
 
-        def serial(*args: Any, **kwargs: Any) -> tuple[int, Any]:
-            with lock:
-                return send(*args, **kwargs)
+            def serial(*args: Any, send: Any = send, **kwargs: Any) -> tuple[int, Any]:
+                with lock:
+                    answer: tuple[int, Any] = send(*args, **kwargs)
+                    return answer
 
-        monkeypatch.setattr(runtime, "_request", serial)
+            monkeypatch.setattr(client, "_request", serial)
     return runtime
 
 
