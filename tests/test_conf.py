@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_TIMEOUT": timedelta(seconds=10),
     "FAILURE_DETAIL": DetailLevel.MESSAGE,
     "FAILURE_REDACT": (),
+    "PARTITION_RETRY_LIMIT": 3,
 }
 FERNET_KEY = "x" * 43 + "="
 LINK = "https://logs.example.com/search?q=failure_id:{failure_id}&job={job_name}"
@@ -107,6 +108,7 @@ FORMS: list[tuple[str, Any, str, Any]] = [
         "acct-[0-9]+\npin=\\d{4}\n",
         (re.compile(r"acct-[0-9]+"), re.compile(r"pin=\d{4}")),
     ),
+    ("PARTITION_RETRY_LIMIT", 5, "5", 5),
 ]
 # (attribute, an invalid value, what the message says after "NAME: ")
 INVALID: list[tuple[str, Any, str]] = [
@@ -152,6 +154,7 @@ INVALID: list[tuple[str, Any, str]] = [
     ("FAILURE_DETAIL", "full", "expected off, message or traceback, got 'full'"),
     ("FAILURE_REDACT", ["ok", "(unclosed"], "'(unclosed' is not a regular expression"),
     ("FAILURE_REDACT", ["a*"], "'a*' matches the empty string"),
+    ("PARTITION_RETRY_LIMIT", "101", "must be 0..100, got 101"),
 ]
 
 
@@ -302,6 +305,7 @@ BAD_ENVIRONMENT = {
     "OXIDE_BATCH_NOTIFY_TIMEOUT": "0ms",
     "OXIDE_BATCH_FAILURE_DETAIL": "everything",
     "OXIDE_BATCH_FAILURE_REDACT": "[z-a]",
+    "OXIDE_BATCH_PARTITION_RETRY_LIMIT": "-1",
 }
 ALWAYS_VALID = {
     "OXIDE_BATCH_VISIBLE_PARAMETERS",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from oxide_batch import models  # noqa: TID251 (the model layer)
 
@@ -76,7 +76,44 @@ def partitions(step_id: int, *, limit: int) -> list[models.StepPartition]:
     return list(
         models.StepPartition.objects.filter(step_execution_id=step_id)
         .order_by("ordinal")
-        .only("id", "partition_key", "ordinal", "status", *COUNTS, "version")[:limit]
+        .only(
+            "id",
+            "partition_key",
+            "ordinal",
+            "status",
+            *COUNTS,
+            "version",
+            "retries",
+            "worker_step_execution_id",
+        )[:limit]
+    )
+
+
+#: What the step page shows of a partition's workers (issue 43).
+PARTITION_WORKER_COLUMNS = (
+    "id",
+    "claimed_partition_id",
+    "status",
+    "worker_host",
+    "worker_pid",
+    "last_activity_at",
+    "updated_at",
+    "lease_ttl",
+)
+
+
+def partition_workers(partition_ids: list[int], current_ids: list[int]) -> list[dict[str, Any]]:
+    """The worker steps of these partitions, in id order: every claimed one,
+    current and earlier (``ob_step_claimed_partition``), and the current
+    worker of each (a local pool's has no claim) — one query for the page."""
+    if not partition_ids and not current_ids:
+        return []
+    return list(
+        models.StepExecution.objects.filter(
+            Q(claimed_partition_id__in=partition_ids) | Q(pk__in=current_ids)
+        )
+        .order_by("id")
+        .values(*PARTITION_WORKER_COLUMNS)
     )
 
 

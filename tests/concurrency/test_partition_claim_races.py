@@ -62,3 +62,45 @@ def test_sixteen_claimants_take_each_partition_once_without_waiting_on_a_lock(re
     assert len(workers) == PARTITIONS  # one worker step per claim, no orphan
     assert {p.worker_step_execution_id: p.id for p in stored} == workers
     assert {p.retries for p in stored} == {0}
+
+
+def test_two_watchdogs_at_once_make_one_decision_per_worker(repo, clock, settings):
+    """Both read the same expired worker; the worker step's lock orders them:
+    one decision, the other replays it."""
+    from datetime import timedelta
+
+    from oxide_batch.repository.claims import WorkerRecoveryOutcome
+
+    settings.OXIDE_BATCH_LEASE_TTL = timedelta(seconds=30)
+    family = make_family(repo, clock)
+    plan(repo, family.parent.id, "a")
+    with repo.begin() as uow:
+        claim = uow.claim_step_partition(family.parent.id, b"\x01" * 16)
+        uow.commit()
+    assert claim.worker_step is not None
+    clock.advance(timedelta(seconds=31))
+    barrier = threading.Barrier(2)
+
+    def watchdog(index: int):
+        with repo.begin() as uow:
+            barrier.wait()
+            result = uow.recover_partition_worker(
+                claim.worker_step.id,
+                actor=f"watchdog@{index}",
+                reason_code="LEASE_EXPIRED",
+                failure_id=index + 1,
+            )
+            uow.commit()
+        return result
+
+    outcomes = run_in_threads(2, watchdog)
+    assert [outcome.error for outcome in outcomes if not outcome.ok] == []
+    results = sorted((outcome.value for outcome in outcomes), key=lambda r: r.outcome.value)
+    assert [r.outcome for r in results] == [
+        WorkerRecoveryOutcome.RECOVERED,
+        WorkerRecoveryOutcome.REPLAYED,
+    ]
+    assert results[0].record == results[1].record
+    assert models.WorkerRecovery.objects.count() == 1
+    (partition,) = read_plan(repo, family.parent.id)
+    assert partition.status is S.FAILED
