@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from oxide_batch.client.errors import ExecutionFenced, LostWrite, StepSkipped, StopRequested
 from oxide_batch.client.models import Execution, Step, StepState
@@ -396,7 +396,7 @@ class StepRun:
         step: Step,
         checkpoint: Mapping[str, Any] | None,
         context: Mapping[str, Any] | None,
-    ) -> StepRun:
+    ) -> Self:
         """A step already STARTED for ``watch``'s token (a claimed partition's
         worker step), with what it took over: entering starts nothing; chunks
         and the end are as for any step."""

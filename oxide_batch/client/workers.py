@@ -15,7 +15,9 @@ runs ``work(step, partition)`` inside a :class:`~oxide_batch.client.steps.StepRu
 of the worker step the claim created (STARTED, with the checkpoint and context
 taken over from the partition's earlier worker, if any), ends that step, completes
 the partition, and claims again. While ``work`` runs, a heartbeat thread keeps
-the worker step's lease alive (every TTL / 4 at most). The claim's answer says
+the worker step's lease alive: a worker step's lease is renewed by its writes
+only, so after half a TTL without a chunk it commits an empty one
+(:class:`ClaimedStepRun`). The claim's answer says
 when to stop:
 
 - ``all_assigned``: every partition left has a live worker; wait ``interval``
@@ -51,10 +53,10 @@ from oxide_batch.client.steps import ControlWatch, StepRun
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
     ExecutionOwned,
-    InvalidState,
     OxideBatchError,
     PartitionParentNotActive,
 )
+from oxide_batch.domain.execution import ExecutionCounts
 from oxide_batch.domain.state import EnvelopeKind, StateEnvelope, StateLimits
 from oxide_batch.domain.status import BatchStatus
 
@@ -178,24 +180,73 @@ class WorkerReport:
         return len(self.completed) + len(self.stopped) + len(self.failed)
 
 
-class _WorkerHeartbeat(threading.Thread):
-    """Observes ``control`` with the worker's token every ``interval`` seconds
-    until stopped: the worker step's lease stays alive while a long chunk runs
-    (the execution heartbeat's shape, :class:`~oxide_batch.client.jobs.JobRun`).
-    Once refused as fenced it stops; what it sees is raised at the next chunk
-    boundary (whose commit answers the control state), not here."""
+class ClaimedStepRun(StepRun):
+    """A claimed worker step's :class:`StepRun`, whose lease a heartbeat thread
+    may renew: the worker step's lease is renewed by its own writes only (the
+    server has no observation for a worker's token), so when no chunk was
+    committed for half the TTL the heartbeat commits an empty chunk (no counts,
+    no checkpoint: the stored ones stay). The step's own writes and the
+    heartbeat's take turns (a lock), so each compare-and-swap holds the version
+    the other left."""
 
-    def __init__(self, watch: ControlWatch, worker_step_id: int, interval: float) -> None:
-        super().__init__(name=f"oxide-batch-worker-{worker_step_id}", daemon=True)
-        self.watch = watch
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn = threading.RLock()
+        self.last_write = time.monotonic()
+        self.keep_alives = 0
+
+    def commit(self, **chunk: Any) -> Step:
+        with self._turn:
+            try:
+                return super().commit(**chunk)
+            finally:
+                self.last_write = time.monotonic()
+
+    def _end(self, status: BatchStatus, failure: Any = None) -> None:
+        with self._turn:
+            super()._end(status, failure)
+
+    def keep_alive(self, idle: float) -> bool:
+        """Commit an empty chunk when nothing was written for ``idle`` seconds
+        and the step is still running; whether it did."""
+        with self._turn:
+            step = self.step
+            if not step.status.is_active or time.monotonic() - self.last_write < idle:
+                return False
+            self._step = self.watch.write(
+                step.id,
+                lambda: self.client.commit_chunk(
+                    step,
+                    step.version,
+                    ExecutionCounts(),  # every delta 0, ``committed`` too
+                    owner_token=self.watch.owner_token,
+                    reconcile=True,
+                ),
+            )
+            self.last_write = time.monotonic()
+            self.keep_alives += 1
+            return True
+
+
+class _WorkerHeartbeat(threading.Thread):
+    """Every ``interval`` seconds until stopped, keeps the worker step's lease
+    alive while a long chunk runs (:meth:`ClaimedStepRun.keep_alive` after
+    ``idle`` seconds without a write; the execution heartbeat's shape,
+    :class:`~oxide_batch.client.jobs.JobRun`). Once fenced it stops; a stop
+    request is seen at the step's next chunk boundary, not here."""
+
+    def __init__(self, step: ClaimedStepRun, interval: float, idle: float) -> None:
+        super().__init__(name=f"oxide-batch-worker-{step.step.id}", daemon=True)
+        self.step = step
         self.interval = interval
+        self.idle = idle
         self.finished = threading.Event()
 
     def run(self) -> None:
         while not self.finished.wait(self.interval):
             try:
-                self.watch.client.observe_control(self.watch.execution_id, self.watch.owner_token)
-            except (InvalidState, ExecutionOwned):
+                self.step.keep_alive(self.idle)
+            except ExecutionFenced:
                 log.warning("the worker's token is fenced: its heartbeat stops")
                 return
             except (OxideBatchError, OSError):
@@ -311,7 +362,7 @@ def run_claimed(
     step's final status, or ``None`` when the token was fenced (nothing more
     was written)."""
     watch = ControlWatch(client, claim.worker_step.job_execution_id, token)
-    step = StepRun.claimed(
+    step = ClaimedStepRun.claimed(
         watch,
         claim.worker_step,
         None if claim.checkpoint is None else claim.checkpoint.payload,
@@ -325,9 +376,8 @@ def run_claimed(
         claim.worker_step.id,
         "" if claim.checkpoint is None else ", resuming at its checkpoint",
     )
-    heartbeat = _WorkerHeartbeat(
-        watch, claim.worker_step.id, _heartbeat_interval(poll_interval, claim.lease)
-    )
+    interval = _heartbeat_interval(poll_interval, claim.lease)
+    heartbeat = _WorkerHeartbeat(step, interval, idle=2 * interval)
     heartbeat.start()
     try:
         try:

@@ -134,7 +134,7 @@ class FakeRuntime(RuntimeClient):
         row = dataclasses.replace(
             self.rows[step.id],
             version=expected_version + 1,
-            counts=self.rows[step.id].counts.plus(counts),
+            counts=self.rows[step.id].counts.plus(counts or ExecutionCounts()),
             status=BatchStatus(finish) if finish else self.rows[step.id].status,
             control=WriteControl(stop_requested=stop, owner_matches=True, fenced=False),
         )
@@ -288,18 +288,29 @@ def test_a_refused_claim_ends_the_loop(refusal: Exception, reason: str) -> None:
 
 
 def test_the_heartbeat_keeps_the_worker_lease_alive_with_the_workers_token() -> None:
-    # A lease of 1 s: the heartbeat observes every 0.25 s while one long chunk runs.
+    # A lease of 1 s: the heartbeat looks every 0.25 s and, once nothing was
+    # written for half the TTL, commits an empty chunk while one long chunk runs.
     fake = FakeRuntime([claimed(0, ttl=1), nothing("finished")])
 
-    partition_worker(fake, PARENT, chunks(10, 10, pause=1.2))
+    partition_worker(fake, PARENT, chunks(10, 10, pause=1.4))
 
     token = fake.named("claim")[0][2]
-    observations = fake.named("observe")
-    assert len(observations) >= 3
-    assert {(call[1], call[2]) for call in observations} == {(EXECUTION, token)}
-    observed = len(observations)
-    time.sleep(0.4)
-    assert len(fake.named("observe")) == observed  # it stopped with its partition
+    commits = fake.named("commit")
+    assert 3 <= len(commits) <= 4  # 1-2 keep-alives, then the chunk; none after
+    assert {(call[1], call[2]) for call in commits} == {(1000, token)}
+    row = fake.rows[1000]
+    # The empty chunks moved nothing but the version: the counts are the chunk's.
+    assert (row.counts.read, row.counts.committed) == (10, 1)
+    assert row.version == 2 + len(commits) + 1  # + the step's end
+    committed = len(fake.calls)
+    time.sleep(0.6)
+    assert len(fake.calls) == committed  # it stopped with its partition
+
+
+def test_no_keep_alive_while_chunks_come_faster_than_half_the_ttl() -> None:
+    fake = FakeRuntime([claimed(0, ttl=1), nothing("finished")])
+    partition_worker(fake, PARENT, chunks(1, 8, pause=0.2))
+    assert len(fake.named("commit")) == 8
 
 
 def test_a_parent_not_started_yet_is_asked_again_after_the_interval() -> None:

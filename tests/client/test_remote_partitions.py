@@ -49,14 +49,14 @@ def lease(settings: Any) -> float:
     return TTL
 
 
-def write_cities(tmp_path: Path) -> tuple[Path, Path]:
-    """12 cities of 20 people each, and where the workers write them."""
+def write_cities(tmp_path: Path, cities: int = len(CITIES)) -> tuple[Path, Path]:
+    """``cities`` cities of 20 people each, and where the workers write them."""
     source, output = tmp_path / "people.csv", tmp_path / "people.sqlite3"
     with source.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["name", "city"])
-        for number in range(len(CITIES) * PER_CITY):
-            writer.writerow([f"person-{number:04d}", CITIES[number % len(CITIES)]])
+        for number in range(cities * PER_CITY):
+            writer.writerow([f"person-{number:04d}", CITIES[number % cities]])
     return source, output
 
 
@@ -100,8 +100,10 @@ class Cluster:
 
 
 @contextmanager
-def cluster(live_server: Any, tmp_path: Path, token: str) -> Iterator[Cluster]:
-    source, output = write_cities(tmp_path)
+def cluster(
+    live_server: Any, tmp_path: Path, token: str, cities: int = len(CITIES)
+) -> Iterator[Cluster]:
+    source, output = write_cities(tmp_path, cities)
     running = Cluster(live_server.url, token, source, output, tmp_path)
     try:
         yield running
@@ -199,6 +201,25 @@ def test_a_killed_workers_partition_moves_on_and_the_job_completes_exactly_once(
     with sqlite3.connect(tmp_path / "people.sqlite3") as database:
         numbers = [row[0] for row in database.execute("SELECT row_number FROM people")]
     assert sorted(numbers) == list(range(len(CITIES) * PER_CITY))
+
+
+def test_a_worker_in_a_chunk_longer_than_the_ttl_keeps_its_partition(
+    live_server: Any, tmp_path: Path, lease: float
+) -> None:
+    token = token_for("remote", RUNTIME)
+    with watchdog(tmp_path), cluster(live_server, tmp_path, token, cities=1) as nodes:
+        nodes.start("manager", "manager")
+        # One chunk of the whole city, longer than the TTL: only the worker's
+        # heartbeat (an empty chunk after half a TTL without one) keeps its lease.
+        nodes.start("worker-1", "worker", "--chunk-size", str(PER_CITY), "--pause", str(TTL + 2))
+        assert nodes.wait("worker-1") == 0, nodes.output("worker-1")
+        assert nodes.wait("manager") == 0, nodes.output("manager")
+
+    assert not models.WorkerRecovery.objects.exists()
+    worker = models.StepExecution.objects.get(claimed_partition_id__isnull=False)
+    # One chunk counted; the empty ones moved the version only.
+    assert (worker.status, worker.read_count, worker.committed_count) == ("COMPLETED", 20, 1)
+    assert worker.version > 3
 
 
 def test_a_stop_request_stops_every_worker_and_the_job(
