@@ -12,15 +12,21 @@ so there every request goes one at a time (the conftest's client, serialized).""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from oxide_batch import models
 from oxide_batch.client import OperatorClient, Partition, StepFailed, StepRun
 from oxide_batch.client.workers import WorkerReport
 from oxide_batch.domain.status import BatchStatus
+from oxide_batch.repository import FixedClock
+from oxide_batch.services import bootstrap
+from oxide_batch.services.audit import Actor
 from tests.client.conftest import ScriptedClient
 from tests.conftest import on_postgres
 
@@ -228,3 +234,66 @@ def test_a_stop_stops_every_worker_the_parent_and_the_job(
     assert (rows["city-0"], rows["city-1"]) == (("STOPPED", 20, 0), ("STOPPED", 20, 0))
     # The others never started: nobody claims during a stop.
     assert {rows[key][0] for key in KEYS[2:]} == {"STARTING"}
+
+
+@pytest.mark.postgres
+def test_a_parent_the_watchdog_fails_over_the_retry_limit_fails_the_job_with_its_failure(
+    runtime: ScriptedClient, server_clock: FixedClock, settings: Any
+) -> None:
+    ttl = timedelta(seconds=5)
+    settings.OXIDE_BATCH_LEASE_TTL = "5s"
+    settings.OXIDE_BATCH_PARTITION_RETRY_LIMIT = 0  # the first lost worker fails the parent
+    run = runtime.job_run(JOB, PARAMETERS, poll_interval=0.1)
+    lost: list[int] = []
+
+    def a_worker_dies_and_the_watchdog_passes() -> None:
+        parent = wait_for_plan(run.execution.id)
+        claim = runtime.claim_partition(parent, b"\x01" * 16)  # then never writes
+        assert claim.claimed
+        lost.append(claim.worker_step.id)  # type: ignore[union-attr]
+        server_clock.advance(ttl - timedelta(seconds=1))
+        time.sleep(0.5)  # the manager's heartbeat observes: its lease is renewed
+        server_clock.advance(timedelta(seconds=2))  # the worker's lease has expired
+        service = bootstrap.operator_service(
+            bootstrap.repository(server_clock), stale_after=timedelta(minutes=15), lease_ttl=ttl
+        )
+        try:
+            bootstrap.watchdog(service, actor=Actor("watchdog@test-host")).run_pass()
+        finally:
+            connection.close()  # this thread's own session
+
+    dies = threading.Thread(target=a_worker_dies_and_the_watchdog_passes)
+
+    def job() -> None:
+        with run:
+            dies.start()
+            run.remote_partitioned_step("load", KEYS, interval=INTERVAL)
+
+    with pytest.raises(StepFailed) as failed:
+        job()
+    dies.join(timeout=WAIT)
+
+    parent = runtime.step(failed.value.step_id)
+    execution = runtime.execution(run.execution.id)
+    assert (parent.status, parent.exit_code) == (S.FAILED, "PARTITION_RETRY_LIMIT")
+    assert execution.status is S.FAILED
+    assert parent.failure is not None
+    assert execution.failure == parent.failure  # the job ends with the parent's failure
+    decision = models.WorkerRecovery.objects.get(worker_step_execution_id=lost[0])
+    assert (decision.reason_code, decision.parent_failed) == ("LEASE_EXPIRED", True)
+    assert not models.RecoveryDecision.objects.exists()  # the manager was never recovered
+
+
+def wait_for_plan(execution_id: int) -> int:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        parent = models.StepExecution.objects.filter(
+            job_execution_id=execution_id, step_name="load", status="STARTED"
+        ).first()
+        if (
+            parent is not None
+            and models.StepPartition.objects.filter(step_execution_id=parent.pk).exists()
+        ):
+            return parent.pk
+        time.sleep(0.02)
+    pytest.fail("the manager did not plan")
