@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from oxide_batch.client.chunks import ChunkStep, Processor, Reader, RetryPolicy, SkipPolicy, Writer
 from oxide_batch.client.errors import ExecutionFenced, StepFailed, StepSkipped, StopRequested
-from oxide_batch.client.models import Execution, Instance, Lease, Partition, Step
+from oxide_batch.client.models import Control, Execution, Instance, Lease, Partition, Step
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
 from oxide_batch.domain.errors import (
     CommitOutcomeUnknown,
@@ -67,6 +67,8 @@ DEFAULT_POLL_INTERVAL = 10.0
 #: The heartbeat observes this many times per lease TTL, so a few lost
 #: observations in a row never let a live worker's lease expire.
 LEASE_FRACTION = 4
+#: Seconds between two reads of a remote partitioned step's partitions by its manager.
+DEFAULT_REMOTE_INTERVAL = 2.0
 
 PartitionWorker = Callable[[StepRun, Partition], None]
 StepWork = Callable[[StepRun], None]
@@ -92,16 +94,22 @@ class _Heartbeat(threading.Thread):
         self.watch = watch
         self.interval = interval
         self.finished = threading.Event()
+        # The latest observation's answer, and whether the server refused it as fenced.
+        self.seen: Control | None = None
+        self.refused = False
 
     def run(self) -> None:
         while not self.finished.wait(self.interval):
             try:
-                self.watch.client.observe_control(self.watch.execution_id, self.watch.owner_token)
+                self.seen = self.watch.client.observe_control(
+                    self.watch.execution_id, self.watch.owner_token
+                )
             except (InvalidState, ExecutionOwned):
                 log.warning(
                     "execution %d is no longer this runtime's: the heartbeat stops",
                     self.watch.execution_id,
                 )
+                self.refused = True
                 return
             except (OxideBatchError, OSError):
                 log.warning("control observation failed; retrying", exc_info=True)
@@ -306,6 +314,47 @@ class JobRun:
         return run_partitioned_step(
             self, name, keys, worker, executor=executor, max_workers=max_workers
         )
+
+    def remote_partitioned_step(
+        self,
+        name: str,
+        keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+        *,
+        interval: float = DEFAULT_REMOTE_INTERVAL,
+        retry_limit: int | None = None,
+    ) -> Step:
+        """Plan ``keys`` (or carry the previous attempt's plan on a restart) and
+        let remote workers run the partitions (``client.partition_worker`` on
+        any host claims them); wait with one read per ``interval`` seconds and
+        aggregate once every partition is done. Returns the parent when it
+        aggregated COMPLETED; raises ``StopRequested`` (STOPPED), ``StepFailed``
+        (FAILED: a worker's failure, or a partition over its retry limit) or
+        ``ExecutionFenced``. ``retry_limit`` is assumed only of a server whose
+        partition list carries no summary
+        (:func:`oxide_batch.client.partitioned.run_remote_partitioned_step`)."""
+        from oxide_batch.client.partitioned import run_remote_partitioned_step
+
+        return run_remote_partitioned_step(
+            self, name, keys, interval=interval, retry_limit=retry_limit
+        )
+
+    def heartbeat_saw(self) -> Execution | None:
+        """What the heartbeat's latest observation of ``control`` saw, without a
+        request: ``ExecutionFenced`` or ``StopRequested`` as :meth:`check_control`
+        would raise them; the execution otherwise (``None`` before the first)."""
+        heartbeat = self._heartbeat
+        if heartbeat is None:
+            return None
+        if heartbeat.refused:
+            raise ExecutionFenced(self.execution.id, "fenced")
+        seen = heartbeat.seen
+        if seen is None:
+            return None
+        if not seen.owner_matches or not seen.execution.status.is_active:
+            raise ExecutionFenced(seen.execution.id, seen.execution.status.value)
+        if seen.execution.status is BatchStatus.STOPPING:
+            raise StopRequested(seen.execution.id)
+        return seen.execution
 
     def record_failure(self, failure: FailureSummary) -> None:
         """The failure the execution ends with if the run leaves on an exception

@@ -283,6 +283,9 @@ class Partition:
     worker_step_execution_id: int | None
     context: StateEnvelope | None = None
     skip_counts: SkipCounts = field(default_factory=SkipCounts, kw_only=True)
+    # How many times a claim gave it to a new worker after a failed one (remote
+    # partitions, issue 43); 0 from a server older than the member.
+    retries: int = field(default=0, kw_only=True)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Partition:
@@ -299,6 +302,7 @@ class Partition:
             None if worker is None else int(worker),
             _envelope(document.get("context"), EnvelopeKind.PARTITION_CONTEXT),
             skip_counts=SkipCounts.from_counts(document["counts"]),
+            retries=int(document.get("retries", 0)),
         )
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -31,7 +32,9 @@ from oxide_batch.client.errors import ExecutionFenced, StepFailed, StopRequested
 from oxide_batch.client.models import Partition, Step
 from oxide_batch.client.pool import PoolBreak, WorkerBeacons, beacon
 from oxide_batch.client.steps import ControlWatch, StepRun, report_failure
+from oxide_batch.client.workers import PlanSummary
 from oxide_batch.domain.errors import NotRestartable, RestartStateNotFound
+from oxide_batch.domain.partitions import RUNTIME_TERMINAL
 from oxide_batch.domain.state import StateEnvelope
 from oxide_batch.domain.status import BatchStatus
 
@@ -107,6 +110,22 @@ def run_partitioned_step(
     max_workers: int = 4,
 ) -> Step:
     """:meth:`JobRun.partitioned_step` (its docstring states the contract)."""
+    started = _start_parent(run, name, keys)
+    if isinstance(started, Step):
+        return started
+    parent, partitions = started
+    work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
+    fenced = _run_workers(run, work, worker, executor, max_workers)
+    if fenced is not None:
+        raise fenced
+    return _aggregated(run, run.client.step(parent.id))
+
+
+def _start_parent(
+    run: JobRun, name: str, keys: Sequence[str | tuple[str, Mapping[str, Any]]]
+) -> Step | tuple[Step, list[Partition]]:
+    """The parent step created, STARTED and planned, with its plan; or, on a
+    restart that skips it (COMPLETED or ABANDONED earlier), the earlier parent."""
     client, watch = run.client, run.watch
     watch.observe()
     previous = client.latest_flow_step(run.instance.id, name)
@@ -129,15 +148,21 @@ def run_partitioned_step(
             created, created.version, BatchStatus.STARTED, owner_token=watch.owner_token
         ),
     )
-    partitions = _plan(run, parent, previous, keys)
-    work = [_assign(run, name, partition) for partition in partitions if _to_run(partition)]
-    fenced = _run_workers(run, work, worker, executor, max_workers)
-    if fenced is not None:
-        raise fenced
-    current = client.step(parent.id)
+    return parent, _plan(run, parent, previous, keys)
+
+
+def _aggregated(run: JobRun, current: Step) -> Step:
+    """Aggregate the parent (every partition runtime-terminal): returned when
+    COMPLETED; ``StopRequested`` when STOPPED; else ``StepFailed``."""
+    client, watch = run.client, run.watch
     parent = watch.write(
-        parent.id, lambda: client.aggregate(current, current.version, owner_token=watch.owner_token)
+        current.id,
+        lambda: client.aggregate(current, current.version, owner_token=watch.owner_token),
     )
+    return _outcome(run, parent)
+
+
+def _outcome(run: JobRun, parent: Step) -> Step:
     if parent.status is BatchStatus.COMPLETED:
         return parent
     if parent.status is BatchStatus.STOPPED:
@@ -285,3 +310,124 @@ def _fail(run: JobRun, step: Step, item: PartitionWork, what: str) -> None:
             step, step.version, BatchStatus.FAILED, failure=failure, owner_token=token
         ),
     )
+
+
+# -- remote partitions: the manager ------------------------------------------------------
+
+
+#: ``OXIDE_BATCH_PARTITION_RETRY_LIMIT``'s default: what a manager assumes of a
+#: server whose partition list carries no summary.
+DEFAULT_PARTITION_RETRY_LIMIT = 3
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """One read of the plan, as the manager judges it."""
+
+    settled: bool  # nothing claimable or running: aggregate now
+    exhausted: bool  # a partition FAILED with no retry left (the parent may have failed)
+    running: bool  # a partition is STARTED (a worker holds it)
+
+
+def plan_state(
+    partitions: Sequence[Partition], summary: PlanSummary | None, limit: int
+) -> PlanState:
+    """The server's summary decides (it knows its retry limit); without one,
+    the partitions are judged against ``limit``."""
+    running = any(p.status is BatchStatus.STARTED for p in partitions)
+    failed = sum(1 for p in partitions if p.status is BatchStatus.FAILED)
+    if summary is not None:
+        unassigned = sum(
+            1
+            for p in partitions
+            if p.status is BatchStatus.STARTING and p.worker_step_execution_id is None
+        )
+        retryable = summary.claimable - unassigned
+        return PlanState(summary.settled, failed > retryable, running)
+    exhausted = any(p.status is BatchStatus.FAILED and p.retries >= limit for p in partitions)
+    settled = all(
+        p.worker_step_execution_id is not None
+        and p.status in RUNTIME_TERMINAL
+        and (p.status is not BatchStatus.FAILED or p.retries >= limit)
+        for p in partitions
+    )
+    return PlanState(settled, exhausted, running)
+
+
+def run_remote_partitioned_step(
+    run: JobRun,
+    name: str,
+    keys: Sequence[str | tuple[str, Mapping[str, Any]]],
+    *,
+    interval: float,
+    retry_limit: int | None = None,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Step:
+    """:meth:`JobRun.remote_partitioned_step`. The parent is created, STARTED
+    and planned as for the local pool; its partitions are then claimed and run
+    by remote workers (:mod:`oxide_batch.client.workers`). The manager waits
+    with one request per ``interval`` — ``GET steps/{parent}/partitions``,
+    whose summary says when the plan is settled — and then aggregates. A stop
+    or a fence is what the execution heartbeat last saw (no request of its
+    own). A partition FAILED with no retry left makes it read the parent: the
+    watchdog fails the parent with it. ``retry_limit`` is assumed only of a
+    server whose answer carries no summary (default 3)."""
+    if interval <= 0:
+        raise ValueError("interval must be positive")
+    started = _start_parent(run, name, keys)
+    if isinstance(started, Step):
+        return started
+    parent, partitions = started
+    limit = DEFAULT_PARTITION_RETRY_LIMIT if retry_limit is None else retry_limit
+    log.info(
+        "partitioned step %r (step %d): %d partitions planned for remote workers",
+        name,
+        parent.id,
+        len(partitions),
+    )
+    client = run.client
+    while True:
+        state = plan_state(*client.partition_plan(parent), limit)
+        if state.exhausted:
+            current = client.step(parent.id)
+            if not current.status.is_active:
+                return _outcome(run, current)
+        if state.settled:
+            return _aggregated(run, client.step(parent.id))
+        try:
+            run.heartbeat_saw()
+        except StopRequested:
+            return _stop_remote(run, parent, interval, limit, sleep)
+        sleep(interval)
+
+
+def _stop_remote(
+    run: JobRun, parent: Step, interval: float, limit: int, sleep: Callable[[float], Any]
+) -> Step:
+    """A stop was requested: every running worker stops at its next chunk
+    boundary and completes its partition STOPPED; claims answer ``stopping``.
+    Wait (one read of the partitions per interval, at most a lease TTL and two
+    intervals) until no partition is STARTED, then aggregate when every
+    partition is done, else end the parent STOPPED; ``StopRequested``."""
+    client = run.client
+    lease = run.execution.lease
+    deadline = time.monotonic() + (lease.ttl_seconds if lease else 60.0) + 2 * interval
+    while True:
+        state = plan_state(*client.partition_plan(parent), limit)
+        if state.settled:
+            return _aggregated(run, client.step(parent.id))
+        # A STARTED partition's worker is still at work, or dead and not yet
+        # recovered (the watchdog then makes it FAILED).
+        if not state.running or time.monotonic() >= deadline:
+            break
+        sleep(interval)
+    current = client.step(parent.id)
+    if current.status.is_active:
+        token = run.watch.owner_token
+        run.watch.write(
+            current.id,
+            lambda: client.transition_step(
+                current, current.version, BatchStatus.STOPPED, owner_token=token
+            ),
+        )
+    raise StopRequested(run.execution.id)

@@ -39,6 +39,15 @@ from oxide_batch.client.reconcile import (
     settle_create,
 )
 from oxide_batch.client.transport import ApiTransport
+from oxide_batch.client.workers import (
+    DEFAULT_CLAIM_INTERVAL,
+    DEFAULT_WORKER_POLL,
+    ClaimAnswer,
+    PlanSummary,
+    WorkerReport,
+    claim_from_json,
+    partition_worker,
+)
 from oxide_batch.domain.execution import ExecutionCounts, FailureSummary
 from oxide_batch.domain.flow import FlowTarget, FlowTransitionKind
 from oxide_batch.domain.partitions import PartitionPlanEntry
@@ -773,3 +782,51 @@ class RuntimeClient(JobRuns, ReconcilingReads, ApiTransport):
         )
         decision = document["decision"]
         return None if decision is None else FlowDecision.from_json(decision)
+
+    # -- remote partitions -----------------------------------------------------------
+
+    def partition_plan(self, step: Ref) -> tuple[list[Partition], PlanSummary | None]:
+        """``GET steps/{id}/partitions``: the plan and its summary (``None``
+        from a server older than remote partitions) — a manager's one read per interval."""
+        document = self._get(f"steps/{_id(step)}/partitions")
+        partitions = [Partition.from_json(item) for item in document["partitions"]]
+        return partitions, PlanSummary.from_json(document.get("summary"))
+
+    def claim_partition(
+        self, parent_step: Ref, owner_token: bytes, *, worker: Mapping[str, Any] | None = None
+    ) -> ClaimAnswer:
+        """``POST steps/{parent}/partitions/claim``: the next claimable partition
+        of a running partitioned step, assigned to a new worker step STARTED and
+        owned by ``owner_token`` (:class:`~oxide_batch.client.workers.PartitionClaim`),
+        or why there is none (:class:`~oxide_batch.client.workers.NothingClaimed`:
+        ``finished``, ``all_assigned``, ``stopping``). ``worker`` defaults to
+        :meth:`identity`. Sent once: after ``CommitOutcomeUnknown`` claim again
+        with a new token (a lost claim's partition comes back when its lease expires)."""
+        body = {
+            "owner_token": owner_token.hex(),
+            "worker": self.identity() if worker is None else dict(worker),
+        }
+        _, document = self._post(f"steps/{_id(parent_step)}/partitions/claim", body)
+        return claim_from_json(document)
+
+    def partition_worker(
+        self,
+        parent: int | Step | Execution,
+        work: Callable[[Any, Partition], None],
+        *,
+        step_name: str | None = None,
+        interval: float = DEFAULT_CLAIM_INTERVAL,
+        poll_interval: float = DEFAULT_WORKER_POLL,
+        max_partitions: int | None = None,
+    ) -> WorkerReport:
+        """Claim and run partitions until the step is finished or stopping
+        (:func:`oxide_batch.client.workers.partition_worker`)."""
+        return partition_worker(
+            self,
+            parent,
+            work,
+            step_name=step_name,
+            interval=interval,
+            poll_interval=poll_interval,
+            max_partitions=max_partitions,
+        )

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from oxide_batch.client.errors import (
     ExecutionFenced,
@@ -400,3 +400,20 @@ class StepRun:
                 reconcile=True,
             ),
         )
+
+    @classmethod
+    def claimed(
+        cls,
+        watch: ControlWatch,
+        step: Step,
+        checkpoint: Mapping[str, Any] | None,
+        context: Mapping[str, Any] | None,
+    ) -> Self:
+        """A step already STARTED for ``watch``'s token (a claimed partition's
+        worker step), with what it took over: entering starts nothing; chunks
+        and the end are as for any step."""
+        run = cls(watch, step.step_name, created=step)
+        run._step = step
+        run.checkpoint = None if checkpoint is None else dict(checkpoint)
+        run.context = None if context is None else dict(context)
+        return run
