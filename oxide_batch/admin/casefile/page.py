@@ -137,7 +137,7 @@ def skipped_items(execution_id: int, *, payload_reader: bool) -> SafeString:
     every = reverse("admin:oxide_batch_skip_changelist") + f"?execution={execution_id}"
     shown = min(total, SKIPS_SHOWN)
     return format_html(
-        '{} skipped by its steps{}. <a href="{}">See all</a>{}',
+        '{} skipped by its steps\' skip policies{}. <a href="{}">See all</a>{}',
         total,
         f" (the first {shown} below)" if total > shown else "",
         every,
