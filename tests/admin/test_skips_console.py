@@ -96,7 +96,7 @@ def test_the_case_file_counts_the_skips_and_links_to_all(operator_client):
         '<section class="ob-case"', 1
     )[1]
     assert "<dt>Skipped items</dt>" in case
-    assert "25 skipped by its steps&#x27; skip policies (the first 20 below)" in case
+    assert "25 skipped by its steps' skip policies (the first 20 below)" in case
     every = reverse("admin:oxide_batch_skip_changelist") + f"?execution={execution}"
     assert f'href="{every}"' in case
     assert "line-20" in case
