@@ -110,6 +110,15 @@ def test_a_case_file_without_skips_says_so(operator_client):
     assert "None: no step skipped an item." in case
 
 
+def test_the_ledger_list_shows_the_message_to_a_payload_reader_only(operator_client, viewer_client):
+    _, step = skipping_step(items=1)
+    shown = get(operator_client, "skip_changelist", query=f"?step={step}")
+    assert "<code>ValueError</code>: bad amount &lt;b&gt;7&lt;/b&gt;: password=[redacted]" in shown
+    hidden = get(viewer_client, "skip_changelist", query=f"?step={step}")
+    assert "<code>ValueError</code>" in hidden
+    assert "bad amount" not in hidden
+
+
 def test_the_ledger_list_filters_by_step_and_execution(operator_client):
     execution, step = skipping_step(run="2026-07-29", items=2)
     other_execution, _ = skipping_step(run="2026-07-30", items=2, name="other")
