@@ -49,11 +49,13 @@ class SkipCategoryFilter(admin.SimpleListFilter):
 
 @admin.register(models.Skip)
 class SkipAdmin(ReadOnlyAdmin):
-    # Seven columns fit 1440 px beside the navigation and the filters: the
-    # failure is its type and its message's first line in one cell (as the
-    # execution list's); the execution and the time are on the item's page
+    # Six columns fit 1440 px beside the navigation and the filters: the
+    # item links to its page; the failure is its type and its message's first
+    # line in one cell (as the execution list's); the id, the execution and
+    # the time are on the item's page
     # (and the filter names the execution a "See all" came from).
-    list_display = ("id", "step", "phase", "item", "category", "failure", "chunk")
+    list_display = ("item", "step", "phase", "category", "failure", "chunk")
+    list_display_links = ("item",)
     list_filter = ("phase", SkipCategoryFilter, SkipExecutionFilter, SkipStepFilter)
     ordering = ("id",)
     fields = (
