@@ -26,7 +26,7 @@ from django.db.models import (
 from oxide_batch import models  # noqa: TID251 (the model layer)
 from oxide_batch.domain.definitions import FLOW_FORMATS
 from oxide_batch.domain.errors import JobExecutionNotFound
-from oxide_batch.domain.execution import COUNT_FIELDS, ExecutionCounts
+from oxide_batch.domain.execution import STEP_COUNT_FIELDS, ExecutionCounts
 from oxide_batch.domain.restart_plan import (
     EarlierStep,
     PlannedStep,
@@ -43,7 +43,8 @@ from oxide_batch.repository.records import JOB_EXECUTION_COLUMNS, job_execution_
 PLAN_STEPS = 500
 #: At most this many skipped steps on a restart attempt's case file.
 SKIPPED_STEPS = 200
-COUNT_COLUMNS = tuple(f"{name}_count" for name in COUNT_FIELDS)
+# A step's counts, its skip counts too: what a resumed step takes over (decision 400).
+COUNT_COLUMNS = tuple(f"{name}_count" for name in STEP_COUNT_FIELDS)
 FLOW_COLUMNS = ("definition__manifest_format", "definition__manifest")
 
 
@@ -236,5 +237,5 @@ def _step_json(step: PlannedStep) -> dict[str, Any]:
         "checkpoint": step.checkpoint,
         "counts": None
         if step.counts is None
-        else {name: getattr(step.counts, name) for name in COUNT_FIELDS},
+        else {name: getattr(step.counts, name) for name in STEP_COUNT_FIELDS},
     }

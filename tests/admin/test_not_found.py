@@ -14,6 +14,7 @@ PAGES = [
     "jobinstance",
     "stepexecution",
     "steppartition",
+    "skip",
     "recoverydecision",
     "operatorrequest",
     "jobdefinition",

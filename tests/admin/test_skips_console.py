@@ -96,7 +96,7 @@ def test_the_case_file_counts_the_skips_and_links_to_all(operator_client):
         '<section class="ob-case"', 1
     )[1]
     assert "<dt>Skipped items</dt>" in case
-    assert "25 skipped by its steps (the first 20 below)" in case
+    assert "25 skipped by its steps' skip policies (the first 20 below)" in case
     every = reverse("admin:oxide_batch_skip_changelist") + f"?execution={execution}"
     assert f'href="{every}"' in case
     assert "line-20" in case
@@ -108,6 +108,15 @@ def test_a_case_file_without_skips_says_so(operator_client):
     execution = move(repo, launch(repo, key("skip_job", "2026-08-09")), S.STARTED)
     case = get(operator_client, "jobexecution_change", execution.id)
     assert "None: no step skipped an item." in case
+
+
+def test_the_ledger_list_shows_the_message_to_a_payload_reader_only(operator_client, viewer_client):
+    _, step = skipping_step(items=1)
+    shown = get(operator_client, "skip_changelist", query=f"?step={step}")
+    assert "<code>ValueError</code>: bad amount &lt;b&gt;7&lt;/b&gt;: password=[redacted]" in shown
+    hidden = get(viewer_client, "skip_changelist", query=f"?step={step}")
+    assert "<code>ValueError</code>" in hidden
+    assert "bad amount" not in hidden
 
 
 def test_the_ledger_list_filters_by_step_and_execution(operator_client):

@@ -17,6 +17,7 @@ from tests.api.support import Runtime, field_error, problem
 CHECKPOINT = {"schema": "reader.offset", "schema_version": 1, "payload": {"offset": 42}}
 CONTEXT = {"schema": "reader.files", "schema_version": 1, "payload": {"files": ["a"]}}
 ZERO = {"read": 0, "processed": 0, "written": 0, "filtered": 0, "committed": 0, "rolled_back": 0}
+ZERO |= {"read_skip": 0, "process_skip": 0, "write_skip": 0}  # a step's skip counts (issue 42)
 # How a step reaches each status through the runtime API (steps follow the full
 # lifecycle table, ABANDONED and leaving UNKNOWN included).
 PATHS = {

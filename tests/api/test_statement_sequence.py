@@ -349,3 +349,54 @@ def test_a_failure_s_detail_is_one_insert_more_and_only_when_kept(
             *outbox,
             "COMMIT",
         ], report
+
+
+def test_a_chunk_commit_with_skips_is_one_insert_more(logged_server: tuple[str, Log]) -> None:
+    """Issue 42: a chunk commit carrying skipped items is the hot shape plus one
+    INSERT into the skip ledger, whatever the number of items (after the
+    step's write, before the COMMIT); the same commit without them is the hot
+    shape, unchanged."""
+    url, log = logged_server
+    api = f"{url}/api/v1"
+    token = token_for("skips-runtime", RUNTIME)
+    status, _, launched = call(
+        f"{api}/launches", token, {"job_name": "skip_job", "owner_token": HEX}
+    )
+    assert status == 201, launched
+    execution = launched["execution"]
+    status, _, step = call(
+        f"{api}/executions/{execution['id']}/steps",
+        token,
+        {"step_name": "load", "status": "STARTED", "owner_token": HEX},
+    )
+    assert status == 201, step
+    version = step["version"]
+    detail = {"type": "ValueError", "message": "bad amount"}
+    sequences = {}
+    for name, skips in (
+        ("no skips", []),
+        ("one skip", [{"phase": "read", "item": "1", "failure": {"category": "USER_COMPONENT"}}]),
+        (
+            "forty skips with details",
+            [
+                {
+                    "phase": "process",
+                    "item": str(n),
+                    "failure": {"category": "USER_COMPONENT", "detail": detail},
+                }
+                for n in range(40)
+            ],
+        ),
+    ):
+        body: dict[str, Any] = {"expected_version": version, "counts": {"read": 50}}
+        if skips:
+            body["skips"] = skips
+        sequences[name] = sequence_of(
+            log, lambda body=body: call(f"{api}/steps/{step['id']}/checkpoint", token, body)
+        )
+        version += 1
+    report = "\n".join(f"{name}: {statements}" for name, statements in sequences.items())
+    hot = ["SELECT ob_step_execution FOR UPDATE", "UPDATE ob_step_execution"]
+    assert sequences["no skips"][1:] == ["BEGIN", *hot, "COMMIT"], report
+    for name in ("one skip", "forty skips with details"):
+        assert sequences[name][1:] == ["BEGIN", *hot, "INSERT ob_skip", "COMMIT"], report

@@ -137,7 +137,8 @@ def skipped_items(execution_id: int, *, payload_reader: bool) -> SafeString:
     every = reverse("admin:oxide_batch_skip_changelist") + f"?execution={execution_id}"
     shown = min(total, SKIPS_SHOWN)
     return format_html(
-        '{} skipped by its steps{}. <a href="{}">See all</a>{}',
+        '<div class="ob-skips"><p>{} skipped by its steps\' skip policies{}. '
+        '<a href="{}">See all</a></p>{}</div>',
         total,
         f" (the first {shown} below)" if total > shown else "",
         every,

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from oxide_batch.api.fields import EnumField
 from oxide_batch.api.serializers.base import Output
-from oxide_batch.api.serializers.executions import CountsOutput
+from oxide_batch.api.serializers.executions import StepCountsOutput
 from oxide_batch.domain.restart_plan import PlanAction
 from oxide_batch.domain.status import BatchStatus
 
@@ -48,7 +48,7 @@ class PlannedStepOutput(Output):
     checkpoint = serializers.BooleanField(
         help_text="The step resumes from a checkpoint (never its payload)."
     )
-    counts = CountsOutput(
+    counts = StepCountsOutput(
         allow_null=True, help_text="The counts taken over (null unless `resume`)."
     )
 

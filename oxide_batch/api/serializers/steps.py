@@ -14,8 +14,10 @@ from oxide_batch.api.fields import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    document_as,
 )
 from oxide_batch.api.logs import step_logs
+from oxide_batch.api.patterns import name_pattern
 from oxide_batch.api.serializers.base import (
     Input,
     Output,
@@ -136,25 +138,54 @@ class SkipDetailInput(Input):
     )
 
 
+ELIGIBLE = [category.value for category in FailureCategory if category.is_policy_eligible]
+
+
+class SkipCategoryField(EnumField):
+    """Any category is read (so an ineligible one is `skip_not_eligible`, not an
+    unknown code); the policy-eligible ones are documented (decision 402).
+    Documented in ``__init__``: DRF re-creates a declared field from its
+    arguments when it binds it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            f"A policy-eligible category ({', '.join(ELIGIBLE)}); any other category "
+            "is `skip_not_eligible`.",
+        )
+        super().__init__(FailureCategory, **kwargs)
+        document_as(self, {"type": "string", "enum": ELIGIBLE})
+
+
+class SkipItemField(StrictCharField):
+    """The item: a name's rule at 256 bytes (``validate_item``), documented so."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            f"The skipped item's key or ordinal, as the runtime chooses: 1 to {ITEM_MAX_BYTES} "
+            "UTF-8 bytes of visible characters, without surrounding whitespace.",
+        )
+        super().__init__(**kwargs)
+        document_as(
+            self,
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": ITEM_MAX_BYTES,
+                "pattern": name_pattern(ITEM_MAX_BYTES),
+            },
+        )
+
+
 class SkipFailureInput(Input):
-    category = EnumField(
-        FailureCategory,
-        help_text=(
-            "A policy-eligible category (TRANSIENT_INFRASTRUCTURE, PERMANENT_INFRASTRUCTURE, "
-            "USER_COMPONENT, OPTIMISTIC_CONFLICT, TIMEOUT); any other is `skip_not_eligible`."
-        ),
-    )
+    category = SkipCategoryField()
     detail = SkipDetailInput(required=False, allow_null=True)
 
 
 class SkipInput(Input):
     phase = serializers.ChoiceField(choices=[phase.value for phase in SkipPhase])
-    item = StrictCharField(
-        help_text=(
-            f"The skipped item's key or ordinal, as the runtime chooses: 1 to {ITEM_MAX_BYTES} "
-            "UTF-8 bytes of visible characters, without surrounding whitespace."
-        )
-    )
+    item = SkipItemField()
     failure = SkipFailureInput()
 
 
