@@ -73,6 +73,18 @@ def memory_repo(clock: FixedClock) -> FakeJobRepository:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _cheap_password_hashing() -> Iterator[None]:
+    """Every in-process password is hashed with one PBKDF2 iteration
+    (``tests/passwords.py``, decision 500); a test may still set its own."""
+    from django.test.utils import override_settings
+
+    from tests.passwords import HASHERS
+
+    with override_settings(PASSWORD_HASHERS=HASHERS):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _migration_data_after_flush() -> Iterator[None]:
     """Transactional tests flush every table, the rows the migrations wrote
     included (the role groups, the built-in legacy definition); Django then

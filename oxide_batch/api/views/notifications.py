@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -152,24 +152,22 @@ class NotificationRuleView(NotificationView):
 
 
 class RuleSwitchView(NotificationView):
+    """Enable or disable a rule: ``action`` names the service's method (and the
+    answer's ``action``); each subclass documents its own operation."""
+
     required_permissions = {"POST": MANAGE}
-    enabled: bool = True
+    action: ClassVar[Literal["enable", "disable"]]
 
     def post(self, request: Request, name: str) -> Response:
         self.read(n.NotificationActionInput, request.data)
         service = self.rules_service()
-        if self.enabled:
-            service.enable(name, by=change_by(request))
-        else:
-            service.disable(name, by=change_by(request))
-        action = "enable" if self.enabled else "disable"
-        return Response(n.RuleChangedOutput({"name": name, "action": action}).data)
+        switch = service.enable if self.action == "enable" else service.disable
+        switch(name, by=change_by(request))
+        return Response(n.RuleChangedOutput({"name": name, "action": self.action}).data)
 
 
-class RuleEnableView(RuleSwitchView):
-    enabled = True
-
-    @endpoint(
+@extend_schema_view(
+    post=endpoint(
         operation_id="enable_notification_rule",
         summary="Enable a notification rule",
         description="Enabled already: audited again, nothing else changes. " + NOT_REPLAYED,
@@ -180,14 +178,13 @@ class RuleEnableView(RuleSwitchView):
         body=True,
         tags=TAGS,
     )
-    def post(self, request: Request, name: str) -> Response:
-        return super().post(request, name)
+)
+class RuleEnableView(RuleSwitchView):
+    action = "enable"
 
 
-class RuleDisableView(RuleSwitchView):
-    enabled = False
-
-    @endpoint(
+@extend_schema_view(
+    post=endpoint(
         operation_id="disable_notification_rule",
         summary="Disable a notification rule (its pending deliveries are still attempted)",
         description="Disabled already: audited again, nothing else changes. " + NOT_REPLAYED,
@@ -198,8 +195,9 @@ class RuleDisableView(RuleSwitchView):
         body=True,
         tags=TAGS,
     )
-    def post(self, request: Request, name: str) -> Response:
-        return super().post(request, name)
+)
+class RuleDisableView(RuleSwitchView):
+    action = "disable"
 
 
 class RuleTestView(NotificationView):
