@@ -146,17 +146,31 @@ def test_adding_a_rule_in_the_browser_shows_errors_then_the_secret_once(
     refusal beside its field, nothing written; corrected, the rule is added
     and its generated secret shown on the page the POST answered. Each page
     passes axe in both schemes."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.wait import WebDriverWait
 
     failures: list[str] = []
 
+    def answered(driver: Any) -> bool:
+        """The page the POST answered has loaded (the marker set on the form's
+        page is gone). Asked while the browser navigates, chromedriver may
+        refuse the question itself (an inspector error rather than a stale
+        element): not loaded yet."""
+        try:
+            return bool(
+                driver.execute_script(
+                    "return window.obFormPage === undefined && document.readyState === 'complete'"
+                )
+            )
+        except WebDriverException:
+            return False
+
     def submit() -> str:
         """Send the form; the text of the page answered."""
-        old = browser.find_element(By.TAG_NAME, "html")
+        browser.execute_script("window.obFormPage = true")
         browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        WebDriverWait(browser, 10).until(staleness_of(old))
+        WebDriverWait(browser, 10).until(answered)
         return str(browser.find_element(By.ID, "content").text)
 
     def check(page: str) -> None:
